@@ -1,0 +1,72 @@
+/*
+ * meter/checked.h: overflow-checked integer arithmetic, wrapped once.
+ *
+ * Each helper returns true and stores the result, or returns false and leaves
+ * *r untouched when the exact result does not fit. Amounts and quantities in
+ * meter/ never use a bare + or * on values that come from outside.
+ */
+#ifndef METER_CHECKED_H
+#define METER_CHECKED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+__extension__ typedef __int128 meter_i128;
+
+static inline bool ck_add(int64_t a, int64_t b, int64_t *r)
+{
+	int64_t t;
+	if (__builtin_add_overflow(a, b, &t))
+		return false;
+	*r = t;
+	return true;
+}
+
+static inline bool ck_sub(int64_t a, int64_t b, int64_t *r)
+{
+	int64_t t;
+	if (__builtin_sub_overflow(a, b, &t))
+		return false;
+	*r = t;
+	return true;
+}
+
+static inline bool ck_mul(int64_t a, int64_t b, int64_t *r)
+{
+	int64_t t;
+	if (__builtin_mul_overflow(a, b, &t))
+		return false;
+	*r = t;
+	return true;
+}
+
+static inline bool ck_mul128(meter_i128 a, meter_i128 b, meter_i128 *r)
+{
+	meter_i128 t;
+	if (__builtin_mul_overflow(a, b, &t))
+		return false;
+	*r = t;
+	return true;
+}
+
+/*
+ * num / den rounded half away from zero ("half up" on magnitudes, so a credit
+ * rounds exactly like the charge it cancels). den must be > 0. False when
+ * den <= 0 or the quotient does not fit in int64_t.
+ */
+static inline bool ck_div_round(meter_i128 num, meter_i128 den, int64_t *r)
+{
+	if (den <= 0)
+		return false;
+	meter_i128 q = num / den;
+	meter_i128 rem = num % den;
+	meter_i128 mag = rem < 0 ? -rem : rem;
+	if (mag * 2 >= den)
+		q += num < 0 ? -1 : 1;
+	if (q > INT64_MAX || q < INT64_MIN)
+		return false;
+	*r = (int64_t)q;
+	return true;
+}
+
+#endif

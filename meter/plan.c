@@ -1,0 +1,35 @@
+#include "meter/plan.h"
+
+enum meter_status meter_plan_check(const struct meter_plan *p)
+{
+	if (p->cpu_vcpu_hour < 0 || p->cpu_vcpu_hour > METER_PRICE_MAX)
+		return METER_ERANGE;
+	if (p->memory_gib_hour < 0 || p->memory_gib_hour > METER_PRICE_MAX)
+		return METER_ERANGE;
+	if (p->cpu_floor_ppm < 0 || p->cpu_floor_ppm > METER_PPM)
+		return METER_ERANGE;
+	return METER_OK;
+}
+
+enum meter_status meter_size_check(const struct meter_size *s)
+{
+	if (s->vcpu_milli <= 0 || s->vcpu_milli > METER_VCPU_MILLI_MAX)
+		return METER_ERANGE;
+	if (s->mem_mgib <= 0 || s->mem_mgib > METER_MEM_MGIB_MAX)
+		return METER_ERANGE;
+	return METER_OK;
+}
+
+const struct meter_plan *meter_plan_at(const struct meter_plan *plans, size_t n, int64_t end_us)
+{
+	/* Binary search for the last plan with effective_from < end_us. */
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (plans[mid].effective_from_us < end_us)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo == 0 ? NULL : &plans[lo - 1];
+}

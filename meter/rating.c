@@ -1,0 +1,181 @@
+#include "meter/rating.h"
+
+#include "meter/checked.h"
+
+enum meter_status meter_interval_rate(const struct meter_size *size, int64_t floor_ppm,
+                                      const struct meter_span *span, struct meter_interval *out)
+{
+	int64_t dt;
+	if (meter_size_check(size) != METER_OK || floor_ppm < 0 || floor_ppm > METER_PPM)
+		return METER_ERANGE;
+	if (span->cpu_us < 0 || !ck_sub(span->end_us, span->start_us, &dt) || dt < 0)
+		return METER_EINVAL;
+
+	struct meter_interval iv = {
+	        .start_us = span->start_us,
+	        .end_us = span->end_us,
+	        .cpu_us = span->cpu_us,
+	        .billed_us = span->cpu_us,
+	        .busy = span->cpu_us > 0,
+	};
+	if (dt > 0) {
+		/* floor x vCPUs x dt, exactly, in µs x 10^9 (ppm x milli). */
+		meter_i128 floor_exact = (meter_i128)floor_ppm * size->vcpu_milli * dt;
+		int64_t lo, hi;
+		if (!ck_div_round(floor_exact, METER_PPM * METER_MILLI, &lo) ||
+		    !ck_div_round((meter_i128)size->vcpu_milli * dt, METER_MILLI, &hi))
+			return METER_EOVERFLOW;
+		iv.busy = (meter_i128)span->cpu_us * METER_PPM * METER_MILLI > floor_exact;
+		if (iv.billed_us < lo)
+			iv.billed_us = lo;
+		if (iv.billed_us > hi)
+			iv.billed_us = hi;
+	}
+	*out = iv;
+	return METER_OK;
+}
+
+void meter_series_init(struct meter_series *s)
+{
+	*s = (struct meter_series){0};
+}
+
+enum meter_status meter_series_next(struct meter_series *s, const struct meter_sample *smp,
+                                    int64_t started_at_us, struct meter_span *out)
+{
+	struct meter_span sp = {.start_us = smp->t_us, .end_us = smp->t_us, .cpu_us = smp->cpu_us};
+	if (smp->cpu_us < 0)
+		return METER_EINVAL;
+	if (!s->opened) {
+		/* The sandbox's first incarnation may start at started_at. */
+		if (started_at_us != METER_TIME_NONE && started_at_us < smp->t_us)
+			sp.start_us = started_at_us;
+	} else if (smp->incarnation == s->last.incarnation) {
+		if (smp->t_us == s->last.t_us)
+			return METER_SKIP;
+		if (smp->t_us < s->last.t_us)
+			return METER_EORDER;
+		sp.start_us = s->last.t_us;
+		if (smp->cpu_us >= s->last.cpu_us)
+			sp.cpu_us = smp->cpu_us - s->last.cpu_us;
+	}
+	/* else: a new incarnation counts from zero over a zero-length interval. */
+	s->opened = true;
+	s->last = *smp;
+	*out = sp;
+	return METER_OK;
+}
+
+enum meter_status meter_series_close(const struct meter_series *s, int64_t started_at_us,
+                                     int64_t stopped_at_us, struct meter_span *out)
+{
+	if (stopped_at_us == METER_TIME_NONE)
+		return METER_SKIP;
+	int64_t from = s->opened ? s->last.t_us : started_at_us;
+	if (from == METER_TIME_NONE || stopped_at_us <= from)
+		return METER_SKIP;
+	*out = (struct meter_span){.start_us = from, .end_us = stopped_at_us, .cpu_us = 0};
+	return METER_OK;
+}
+
+enum meter_status meter_usage_add_interval(struct meter_usage *u, const struct meter_size *size,
+                                           const struct meter_interval *iv)
+{
+	struct meter_usage t = *u;
+	int64_t dt, mem;
+	if (!ck_sub(iv->end_us, iv->start_us, &dt) || dt < 0)
+		return METER_EINVAL;
+	if (!ck_mul(size->mem_mgib, dt, &mem))
+		return METER_EOVERFLOW;
+	if (!ck_add(t.cpu_measured_us, iv->cpu_us, &t.cpu_measured_us) ||
+	    !ck_add(t.cpu_billed_us, iv->billed_us, &t.cpu_billed_us) ||
+	    !ck_add(t.wall_us, dt, &t.wall_us) || !ck_add(t.mem_mgib_us, mem, &t.mem_mgib_us))
+		return METER_EOVERFLOW;
+	if (iv->busy ? !ck_add(t.busy_us, dt, &t.busy_us) : !ck_add(t.idle_us, dt, &t.idle_us))
+		return METER_EOVERFLOW;
+	*u = t;
+	return METER_OK;
+}
+
+enum meter_status meter_usage_add(struct meter_usage *u, const struct meter_usage *v)
+{
+	struct meter_usage t = *u;
+	if (!ck_add(t.cpu_measured_us, v->cpu_measured_us, &t.cpu_measured_us) ||
+	    !ck_add(t.cpu_billed_us, v->cpu_billed_us, &t.cpu_billed_us) ||
+	    !ck_add(t.busy_us, v->busy_us, &t.busy_us) ||
+	    !ck_add(t.idle_us, v->idle_us, &t.idle_us) ||
+	    !ck_add(t.wall_us, v->wall_us, &t.wall_us) ||
+	    !ck_add(t.mem_mgib_us, v->mem_mgib_us, &t.mem_mgib_us))
+		return METER_EOVERFLOW;
+	*u = t;
+	return METER_OK;
+}
+
+enum meter_status meter_usage_cost(const struct meter_usage *u, const struct meter_plan *p,
+                                   struct meter_cost *out)
+{
+	struct meter_cost c;
+	enum meter_status st;
+	if ((st = meter_money_of(u->cpu_billed_us, p->cpu_vcpu_hour, METER_US_PER_HOUR, &c.cpu)) ||
+	    (st = meter_money_of(u->mem_mgib_us, p->memory_gib_hour,
+	                         METER_US_PER_HOUR * METER_MILLI, &c.memory)) ||
+	    (st = meter_money_add(c.cpu, c.memory, &c.total)))
+		return st;
+	*out = c;
+	return METER_OK;
+}
+
+static enum meter_status rate_span(const struct meter_plan *plans, size_t nplans,
+                                   const struct meter_size *size, const struct meter_span *sp,
+                                   meter_emit_fn emit, void *ctx)
+{
+	const struct meter_plan *plan = meter_plan_at(plans, nplans, sp->end_us);
+	struct meter_interval iv;
+	enum meter_status st;
+	if (plan == NULL)
+		return METER_ENOPLAN;
+	if ((st = meter_interval_rate(size, plan->cpu_floor_ppm, sp, &iv)))
+		return st;
+	return emit(ctx, &iv, plan);
+}
+
+enum meter_status meter_rate_sandbox(const struct meter_plan *plans, size_t nplans,
+                                     const struct meter_size *size, int64_t started_at_us,
+                                     int64_t stopped_at_us, const struct meter_sample *samples,
+                                     size_t n, meter_emit_fn emit, void *ctx)
+{
+	struct meter_series s;
+	struct meter_span sp;
+	enum meter_status st;
+	meter_series_init(&s);
+	for (size_t i = 0; i < n; i++) {
+		/* An incarnation that began a run of its own must not come back. */
+		if (i > 0 && samples[i].incarnation != samples[i - 1].incarnation)
+			for (size_t j = 0; j < i; j++)
+				if (samples[j].incarnation == samples[i].incarnation)
+					return METER_EORDER;
+		st = meter_series_next(&s, &samples[i], started_at_us, &sp);
+		if (st == METER_SKIP)
+			continue;
+		if (st || (st = rate_span(plans, nplans, size, &sp, emit, ctx)))
+			return st;
+	}
+	st = meter_series_close(&s, started_at_us, stopped_at_us, &sp);
+	if (st == METER_SKIP)
+		return METER_OK;
+	if (st)
+		return st;
+	return rate_span(plans, nplans, size, &sp, emit, ctx);
+}
+
+int64_t meter_hour_of(int64_t end_us)
+{
+	/* (start, end]: an interval ending on the hour belongs to the hour before. */
+	if (end_us == INT64_MIN)
+		return INT64_MIN;
+	int64_t x = end_us - 1;
+	int64_t q = x / METER_US_PER_HOUR;
+	if (x % METER_US_PER_HOUR < 0)
+		q--;
+	return q * METER_US_PER_HOUR;
+}

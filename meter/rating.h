@@ -1,0 +1,134 @@
+/*
+ * meter/rating.h: turning cumulative CPU samples into billed usage.
+ *
+ * These are the rating rules of the design, in one place; SQL stores and sums
+ * what they produce and never re-derives them.
+ *
+ * A sandbox's samples form one series per incarnation (the cgroup's inode).
+ * Each sample closes an interval:
+ *   - the first sample of the sandbox's first incarnation opens it: all the
+ *     CPU since the cgroup was made, over [started_at, t] when started_at is
+ *     known and earlier, else over a zero-length interval;
+ *   - the first sample of a later incarnation: all its CPU, zero length;
+ *   - any other sample: [previous t, t] with the counter's difference, or the
+ *     counter itself when it went down (a reset);
+ *   - a stop after the last sample adds [last t, stopped_at] with no CPU.
+ * Billed CPU of an interval of length dt > 0 is the measured CPU clamped to
+ * [floor x vCPUs x dt, vCPUs x dt], both bounds rounded half up to the µs;
+ * with dt = 0 it is the measured CPU. The interval is busy when its CPU is
+ * above the exact floor, idle otherwise.
+ */
+#ifndef METER_RATING_H
+#define METER_RATING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "meter/plan.h"
+#include "meter/status.h"
+
+/* "Not known" for a time such as started_at or stopped_at. */
+#define METER_TIME_NONE INT64_MIN
+
+struct meter_sample {
+	int64_t incarnation; /* the cgroup's inode */
+	int64_t t_us;        /* realtime of the sample */
+	int64_t cpu_us;      /* cumulative CPU of the cgroup */
+};
+
+/* An interval before rating: its bounds and the CPU measured in it. */
+struct meter_span {
+	int64_t start_us, end_us;
+	int64_t cpu_us;
+};
+
+struct meter_interval {
+	int64_t start_us, end_us; /* end_us - start_us >= 0 */
+	int64_t cpu_us;           /* measured, unclamped */
+	int64_t billed_us;        /* billed CPU after the clamp */
+	bool busy;
+};
+
+/*
+ * Rates CPU over one span. METER_EINVAL when cpu_us < 0 or end < start;
+ * METER_ERANGE for a bad size or floor.
+ */
+enum meter_status meter_interval_rate(const struct meter_size *size, int64_t floor_ppm,
+                                      const struct meter_span *span, struct meter_interval *out);
+
+/* The state of one sandbox's series; plain values, so it can be saved. */
+struct meter_series {
+	bool opened;              /* any sample seen yet */
+	struct meter_sample last; /* the last sample taken into account */
+};
+
+void meter_series_init(struct meter_series *s);
+
+/*
+ * Feeds the next sample and produces the span it closes. Samples come grouped
+ * by incarnation (each incarnation in one run, runs in the order the
+ * incarnations began) and by time within one. started_at_us is the sandbox's
+ * start or METER_TIME_NONE. METER_SKIP for a repeated timestamp (it counts
+ * once); METER_EORDER for a time before the last one of the same incarnation;
+ * METER_EINVAL for a negative counter. The series is unchanged on anything but
+ * METER_OK.
+ */
+enum meter_status meter_series_next(struct meter_series *s, const struct meter_sample *smp,
+                                    int64_t started_at_us, struct meter_span *out);
+
+/*
+ * The span a stop adds: [last t, stopped_at] with no CPU, or, for a sandbox
+ * stopped before any sample arrived, [started_at, stopped_at]. METER_SKIP when
+ * there is nothing to add (no stop, a stop not after the last sample, or no
+ * sample and no start).
+ */
+enum meter_status meter_series_close(const struct meter_series *s, int64_t started_at_us,
+                                     int64_t stopped_at_us, struct meter_span *out);
+
+/* Exact sums of rated intervals. */
+struct meter_usage {
+	int64_t cpu_measured_us;
+	int64_t cpu_billed_us;
+	int64_t busy_us; /* wall time of busy intervals */
+	int64_t idle_us; /* wall time of idle intervals */
+	int64_t wall_us; /* sandbox time: the trial's unit */
+	int64_t mem_mgib_us;
+};
+
+/* Adds one interval of a sandbox of that size. METER_EOVERFLOW leaves u as it was. */
+enum meter_status meter_usage_add_interval(struct meter_usage *u, const struct meter_size *size,
+                                           const struct meter_interval *iv);
+
+/* u += v, all or nothing. */
+enum meter_status meter_usage_add(struct meter_usage *u, const struct meter_usage *v);
+
+struct meter_cost {
+	meter_money cpu;
+	meter_money memory;
+	meter_money total;
+};
+
+/* The cost of usage at one plan's prices, each part rounded to the nano-dollar once. */
+enum meter_status meter_usage_cost(const struct meter_usage *u, const struct meter_plan *p,
+                                   struct meter_cost *out);
+
+/* Called for each rated interval, with the plan in force at its end. */
+typedef enum meter_status (*meter_emit_fn)(void *ctx, const struct meter_interval *iv,
+                                           const struct meter_plan *plan);
+
+/*
+ * Rates all of one sandbox: its samples in the order meter_series_next wants,
+ * then the stop. Calls emit for each interval; stops at the first error
+ * (METER_ENOPLAN for an interval that ends before any plan, or emit's own).
+ * An incarnation that comes back after another began is METER_EORDER.
+ */
+enum meter_status meter_rate_sandbox(const struct meter_plan *plans, size_t nplans,
+                                     const struct meter_size *size, int64_t started_at_us,
+                                     int64_t stopped_at_us, const struct meter_sample *samples,
+                                     size_t n, meter_emit_fn emit, void *ctx);
+
+/* The hour an interval ending at end_us belongs to: its start, in µs. */
+int64_t meter_hour_of(int64_t end_us);
+
+#endif
