@@ -1,0 +1,299 @@
+/*
+ * meter: the operator's command-line tool.
+ *
+ *   meter migrate [--dir DIR]
+ *   meter key create --admin | --account ID
+ *   meter rates --vcpus N --memory-gib N [--json]
+ *   meter estimate --runs N --minutes N --vcpus N --memory-gib N --busy-vcpus N [--json]
+ *
+ * Each verb reads DATABASE_URL (see common/db.h). Exit status: 0 done, 1 the
+ * work failed (database, files), 2 the command line is wrong.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/db.h"
+#include "common/keys.h"
+#include "common/log.h"
+#include "common/opts.h"
+#include "common/plans.h"
+#include "meter/estimate.h"
+#include "meter/plan.h"
+#include "migrations/migrate.h"
+#include "reports/estimate.h"
+
+#define EXIT_USAGE 2
+#define ERRLEN     1024
+#define NOPTS(t)   (sizeof(t) / sizeof((t)[0]))
+
+struct verb {
+	const char *name;
+	const char *usage;
+	const struct opt_def *opts;
+	size_t nopts;
+	int (*run)(const struct opt_val *v);
+};
+
+/* Parses a verb's options; prints help and exits 0 for --help. */
+static bool verb_opts(const struct verb *vb, int argc, char **argv, struct opt_val *vals)
+{
+	char err[ERRLEN];
+	for (int i = 0; i < argc; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			opts_help(stdout, vb->usage, vb->opts, vb->nopts);
+			exit(0);
+		}
+	if (!opts_parse(vb->opts, vb->nopts, argc, argv, vals, err, sizeof err)) {
+		log_error("%s: %s (see meter %s --help)", vb->name, err, vb->name);
+		return false;
+	}
+	return true;
+}
+
+static PGconn *connect_or_log(void)
+{
+	char err[ERRLEN];
+	PGconn *c = db_connect(NULL, err, sizeof err);
+	if (c == NULL)
+		log_error("%s", err);
+	return c;
+}
+
+/* The plan in force now, copied out of the table. */
+static bool plan_now(PGconn *c, struct meter_plan *out)
+{
+	char err[ERRLEN];
+	struct meter_plan *plans = NULL;
+	size_t n = 0;
+	struct timespec ts;
+	if (!plans_load(c, &plans, &n, err, sizeof err)) {
+		log_error("%s", err);
+		return false;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	const struct meter_plan *p =
+	        meter_plan_at(plans, n, (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000);
+	if (p)
+		*out = *p;
+	else
+		log_error("no price plan is in force now (table price_plans; run meter migrate)");
+	free(plans);
+	return p != NULL;
+}
+
+static int print_json(cJSON *o)
+{
+	char *s = o ? cJSON_Print(o) : NULL;
+	cJSON_Delete(o);
+	if (s == NULL) {
+		log_error("could not render JSON: out of memory");
+		return 1;
+	}
+	printf("%s\n", s);
+	cJSON_free(s);
+	return 0;
+}
+
+/* ---- migrate ---- */
+
+static const struct opt_def migrate_opts[] = {
+        {"dir", OPT_STRING, 0, 0, 0, NULL, "METER_MIGRATIONS_DIR", false,
+         "folder of the NNNN_name.sql files (default: the checkout's migrations/)"},
+};
+
+static int run_migrate(const struct opt_val *v)
+{
+	char err[ERRLEN];
+	struct migrate_result res;
+	const char *dir = v[0].set ? v[0].str : migrate_default_dir();
+	PGconn *c = connect_or_log();
+	if (c == NULL)
+		return 1;
+	bool ok = migrate_run(c, dir, stdout, &res, err, sizeof err);
+	PQfinish(c);
+	if (!ok) {
+		log_error("%s", err);
+		return 1;
+	}
+	printf("migrations: %d applied now, %d already applied\n", res.applied, res.current);
+	return 0;
+}
+
+/* ---- key create ---- */
+
+static const struct opt_def key_opts[] = {
+        {"admin", OPT_FLAG, 0, 0, 0, NULL, NULL, false, "a key that may do everything"},
+        {"account", OPT_STRING, 0, 0, 0, NULL, NULL, false, "a key for this account only"},
+};
+
+static int run_key_create(const struct opt_val *v)
+{
+	char err[ERRLEN], key[KEY_LEN + 1];
+	int64_t id = 0;
+	if (v[0].set == v[1].set) {
+		log_error("key create: give exactly one of --admin and --account ID");
+		return EXIT_USAGE;
+	}
+	PGconn *c = connect_or_log();
+	if (c == NULL)
+		return 1;
+	bool ok = key_create(c, v[1].set ? v[1].str : NULL, key, &id, err, sizeof err);
+	PQfinish(c);
+	if (!ok) {
+		log_error("%s", err);
+		return 1;
+	}
+	/* The key on stdout alone, so scripts can take it; the rest on stderr. */
+	printf("%s\n", key);
+	fprintf(stderr, "meter: created %s key %lld; it is shown only this once\n",
+	        v[1].set ? "account" : "admin", (long long)id);
+	return 0;
+}
+
+/* ---- rates and estimate ---- */
+
+#define VCPUS_OPT                                                                                  \
+	{                                                                                          \
+		"vcpus", OPT_DECIMAL, 3, 1, METER_VCPU_MILLI_MAX, NULL, NULL, true,                \
+		        "vCPUs of the sandbox (0.001 to 256)"                                      \
+	}
+#define MEMORY_OPT                                                                                 \
+	{                                                                                          \
+		"memory-gib", OPT_DECIMAL, 3, 1, METER_MEM_MGIB_MAX, NULL, NULL, true,             \
+		        "memory of the sandbox in GiB (0.001 to 1024)"                             \
+	}
+#define JSON_OPT                                                                                   \
+	{                                                                                          \
+		"json", OPT_FLAG, 0, 0, 0, NULL, NULL, false, "print JSON"                         \
+	}
+
+static const struct opt_def rates_opts[] = {VCPUS_OPT, MEMORY_OPT, JSON_OPT};
+
+static int run_rates(const struct opt_val *v)
+{
+	struct meter_plan plan;
+	struct meter_size size = {.vcpu_milli = v[0].num, .mem_mgib = v[1].num};
+	struct meter_rates r;
+	PGconn *c = connect_or_log();
+	if (c == NULL)
+		return 1;
+	bool ok = plan_now(c, &plan);
+	PQfinish(c);
+	if (!ok)
+		return 1;
+	enum meter_status st = meter_rates_of(&plan, &size, &r);
+	if (st) {
+		log_error("rates: could not compute: %s", meter_strerror(st));
+		return 1;
+	}
+	if (v[2].set)
+		return print_json(report_rates_json(&plan, &size, &r));
+	report_rates_text(stdout, &plan, &size, &r);
+	return 0;
+}
+
+static const struct opt_def estimate_opts[] = {
+        {"runs", OPT_DECIMAL, 0, 1, METER_EST_RUNS_MAX, NULL, NULL, true,
+         "runs a month (1 to 10000000)"},
+        {"minutes", OPT_DECIMAL, 3, 1, METER_EST_MINUTES_MILLI_MAX, NULL, NULL, true,
+         "minutes a run (0.001 to 44640)"},
+        VCPUS_OPT,
+        MEMORY_OPT,
+        {"busy-vcpus", OPT_DECIMAL, 3, 0, METER_VCPU_MILLI_MAX, NULL, NULL, true,
+         "vCPUs busy on average (0 to --vcpus)"},
+        JSON_OPT,
+};
+
+static int run_estimate(const struct opt_val *v)
+{
+	struct meter_plan plan;
+	struct meter_estimate_input in = {
+	        .runs = v[0].num,
+	        .minutes_milli = v[1].num,
+	        .size = {.vcpu_milli = v[2].num, .mem_mgib = v[3].num},
+	        .busy_vcpu_milli = v[4].num,
+	};
+	struct meter_estimate e;
+	if (in.busy_vcpu_milli > in.size.vcpu_milli) {
+		log_error("estimate: --busy-vcpus %s is more than --vcpus %s", v[4].str, v[2].str);
+		return EXIT_USAGE;
+	}
+	PGconn *c = connect_or_log();
+	if (c == NULL)
+		return 1;
+	bool ok = plan_now(c, &plan);
+	PQfinish(c);
+	if (!ok)
+		return 1;
+	enum meter_status st = meter_estimate_month(&plan, &in, &e);
+	if (st) {
+		log_error("estimate: could not compute: %s", meter_strerror(st));
+		return 1;
+	}
+	if (v[5].set)
+		return print_json(report_estimate_json(&plan, &e));
+	report_estimate_text(stdout, &e);
+	return 0;
+}
+
+static const struct verb verbs[] = {
+        {"migrate", "usage: meter migrate [--dir DIR]\napplies the migrations not yet applied",
+         migrate_opts, NOPTS(migrate_opts), run_migrate},
+        {"key", "usage: meter key create --admin | --account ID\nprints a new API key, once",
+         key_opts, NOPTS(key_opts), run_key_create},
+        {"rates",
+         "usage: meter rates --vcpus N --memory-gib N [--json]\n"
+         "the busy and idle price of one hour of a sandbox",
+         rates_opts, NOPTS(rates_opts), run_rates},
+        {"estimate",
+         "usage: meter estimate --runs N --minutes N --vcpus N --memory-gib N --busy-vcpus N "
+         "[--json]\nthe monthly cost of runs of a sandbox, line by line",
+         estimate_opts, NOPTS(estimate_opts), run_estimate},
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: meter VERB [options]   (meter VERB --help for its options)\n\n"
+	             "verbs:\n");
+	for (size_t i = 0; i < NOPTS(verbs); i++) {
+		const char *nl = strchr(verbs[i].usage, '\n');
+		fprintf(out, "  %-10s %s\n", verbs[i].name, nl ? nl + 1 : "");
+	}
+	fprintf(out, "\nThe database is DATABASE_URL, or the private cluster of scripts/pg.sh.\n");
+}
+
+int main(int argc, char **argv)
+{
+	log_init("meter", LOG_INFO, false);
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	for (size_t i = 0; i < NOPTS(verbs); i++) {
+		const struct verb *vb = &verbs[i];
+		if (strcmp(argv[1], vb->name) != 0)
+			continue;
+		int first = 2;
+		if (strcmp(vb->name, "key") == 0) {
+			if (argc < 3 || strcmp(argv[2], "create") != 0) {
+				log_error("key: unknown action%s%s (expected: key create)",
+				          argc < 3 ? "" : " ", argc < 3 ? "" : argv[2]);
+				return EXIT_USAGE;
+			}
+			first = 3;
+		}
+		struct opt_val vals[8];
+		if (!verb_opts(vb, argc - first, argv + first, vals))
+			return EXIT_USAGE;
+		return vb->run(vals);
+	}
+	log_error("unknown verb \"%s\" (see meter --help)", argv[1]);
+	return EXIT_USAGE;
+}

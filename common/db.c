@@ -1,0 +1,100 @@
+#include "common/db.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Percent-encodes a path for the host= parameter of a URL. */
+static void encode_path(const char *s, char *out, size_t len)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+	for (; *s && o + 4 < len; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || strchr("/-._~", ch)) {
+			out[o++] = (char)ch;
+		} else {
+			out[o++] = '%';
+			out[o++] = hex[ch >> 4];
+			out[o++] = hex[ch & 15];
+		}
+	}
+	out[o] = '\0';
+}
+
+const char *db_url(char *buf, size_t len)
+{
+	const char *env = getenv("DATABASE_URL");
+	if (env && *env) {
+		snprintf(buf, len, "%s", env);
+		return buf;
+	}
+	const char *dir = getenv("METER_PG_DIR");
+	char enc[1024];
+	encode_path(dir && *dir ? dir : METER_PRIVATE_PG_DIR, enc, sizeof enc);
+	snprintf(buf, len, "postgresql:///meter?host=%s/run&user=meter", enc);
+	return buf;
+}
+
+PGconn *db_connect(const char *url, char *err, size_t errlen)
+{
+	char buf[2048];
+	if (url == NULL)
+		url = db_url(buf, sizeof buf);
+	PGconn *c = PQconnectdb(url);
+	if (c == NULL) {
+		snprintf(err, errlen, "could not connect to the database: out of memory");
+		return NULL;
+	}
+	if (PQstatus(c) != CONNECTION_OK) {
+		char msg[1024];
+		snprintf(msg, sizeof msg, "%s", PQerrorMessage(c));
+		msg[strcspn(msg, "\n")] = '\0';
+		snprintf(err, errlen, "could not connect to the database: %s%s", msg,
+		         getenv("DATABASE_URL")
+		                 ? ""
+		                 : " (DATABASE_URL is not set, so the private cluster "
+		                   "was tried: start it with scripts/pg.sh start)");
+		PQfinish(c);
+		return NULL;
+	}
+	/* Everything meter writes and reads is in UTC. */
+	PGresult *r = PQexec(c, "SET TIME ZONE 'UTC'; SET client_min_messages TO warning");
+	bool ok = db_check(r, PGRES_COMMAND_OK, "could not set the time zone", err, errlen);
+	PQclear(r);
+	if (!ok) {
+		PQfinish(c);
+		return NULL;
+	}
+	return c;
+}
+
+bool db_check(const PGresult *r, ExecStatusType want, const char *what, char *err, size_t errlen)
+{
+	if (r && PQresultStatus(r) == want)
+		return true;
+	const char *msg = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	const char *detail = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL) : NULL;
+	if (msg == NULL)
+		msg = r ? PQresStatus(PQresultStatus(r)) : "no result (connection lost?)";
+	if (detail)
+		snprintf(err, errlen, "%s: %s (%s)", what, msg, detail);
+	else
+		snprintf(err, errlen, "%s: %s", what, msg);
+	return false;
+}
+
+bool db_exec(PGconn *c, const char *sql, char *err, size_t errlen)
+{
+	PGresult *r = PQexec(c, sql);
+	bool ok = db_check(r, PGRES_COMMAND_OK, sql, err, errlen);
+	PQclear(r);
+	return ok;
+}
+
+const char *db_sqlstate(const PGresult *r)
+{
+	const char *s = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+	return s ? s : "";
+}

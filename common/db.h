@@ -1,0 +1,37 @@
+/*
+ * common/db.h: reaching PostgreSQL, for every program and test.
+ *
+ * The database is DATABASE_URL when it is set. Otherwise it is the private
+ * cluster of this checkout (scripts/pg.sh), found under METER_PG_DIR or the
+ * checkout's .pg folder, as user "meter" on its Unix socket.
+ */
+#ifndef COMMON_DB_H
+#define COMMON_DB_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The connection string to use, written into buf. */
+const char *db_url(char *buf, size_t len);
+
+/*
+ * Connects with the given URL (or db_url() when NULL). On failure writes
+ * "could not connect to the database: ..." into err and returns NULL. The
+ * caller owns the connection (PQfinish).
+ */
+PGconn *db_connect(const char *url, char *err, size_t errlen);
+
+/*
+ * Checks a result: true when its status is want. Otherwise writes
+ * "<what>: <server message> (<detail>)" into err. Never clears r.
+ */
+bool db_check(const PGresult *r, ExecStatusType want, const char *what, char *err, size_t errlen);
+
+/* Runs one command with no parameters and no rows; false with err on failure. */
+bool db_exec(PGconn *c, const char *sql, char *err, size_t errlen);
+
+/* The SQLSTATE of a failed result, or "" when there is none. */
+const char *db_sqlstate(const PGresult *r);
+
+#endif

@@ -1,0 +1,57 @@
+#include "common/plans.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/db.h"
+#include "meter/decimal.h"
+
+static bool parse_row(const PGresult *r, int i, struct meter_plan *p, char *err, size_t errlen)
+{
+	int64_t id, from;
+	memset(p, 0, sizeof *p);
+	if (meter_decimal_parse(PQgetvalue(r, i, 0), 0, false, &id) ||
+	    meter_decimal_parse(PQgetvalue(r, i, 2), 0, true, &from) ||
+	    meter_money_parse(PQgetvalue(r, i, 3), false, &p->cpu_vcpu_hour) ||
+	    meter_money_parse(PQgetvalue(r, i, 4), false, &p->memory_gib_hour) ||
+	    meter_decimal_parse(PQgetvalue(r, i, 5), 6, false, &p->cpu_floor_ppm) ||
+	    meter_plan_check(p) != METER_OK) {
+		snprintf(err, errlen, "price plan %s has a value meter cannot use",
+		         PQgetvalue(r, i, 0));
+		return false;
+	}
+	p->id = id;
+	p->effective_from_us = from;
+	snprintf(p->name, sizeof p->name, "%s", PQgetvalue(r, i, 1));
+	return true;
+}
+
+bool plans_load(PGconn *c, struct meter_plan **out, size_t *n, char *err, size_t errlen)
+{
+	PGresult *r = PQexec(c, "SELECT id, name, "
+	                        "(extract(epoch FROM effective_from) * 1000000)::bigint, "
+	                        "cpu_vcpu_hour::text, memory_gib_hour::text, cpu_floor::text "
+	                        "FROM price_plans ORDER BY effective_from");
+	struct meter_plan *rows = NULL;
+	bool ok = false;
+	if (!db_check(r, PGRES_TUPLES_OK, "could not read price plans", err, errlen))
+		goto out;
+	int nr = PQntuples(r);
+	rows = calloc(nr ? (size_t)nr : 1, sizeof *rows);
+	if (rows == NULL) {
+		snprintf(err, errlen, "could not read price plans: out of memory");
+		goto out;
+	}
+	for (int i = 0; i < nr; i++)
+		if (!parse_row(r, i, &rows[i], err, errlen))
+			goto out;
+	*out = rows;
+	*n = (size_t)nr;
+	rows = NULL;
+	ok = true;
+out:
+	free(rows);
+	PQclear(r);
+	return ok;
+}
