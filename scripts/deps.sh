@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs the Debian packages meter needs to build, test and run, and only
+# those that are missing. Safe to run twice: with everything present it only
+# checks and prints nothing.
+#
+#   scripts/deps.sh            install what is missing (needs root)
+#   scripts/deps.sh --check    only list what is missing; exit 1 if anything is
+set -euo pipefail
+
+PACKAGES=(
+	gcc make cmake pkg-config
+	libpq-dev libmicrohttpd-dev libcjson-dev libpcre2-dev libcmocka-dev
+	postgresql postgresql-contrib
+	procps util-linux
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+	status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+	if [[ "$status" != "install ok installed" ]]; then
+		missing+=("$p")
+	fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+	exit 0
+fi
+if [[ "${1:-}" == "--check" ]]; then
+	echo "missing Debian packages: ${missing[*]}"
+	exit 1
+fi
+if [[ $(id -u) -ne 0 ]]; then
+	echo "meter: missing Debian packages: ${missing[*]}" >&2
+	echo "meter: cannot install them: not root; run as root, or: sudo apt-get install ${missing[*]}" >&2
+	exit 1
+fi
+
+echo "meter: installing Debian packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

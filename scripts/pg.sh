@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The private PostgreSQL cluster of this checkout: Debian's server binaries,
+# data and Unix socket under .pg/ (git-ignored), no TCP port unless asked.
+#
+#   scripts/pg.sh start [--port N]   initdb the first time, start, create the
+#                                    database "meter"; prints DATABASE_URL
+#   scripts/pg.sh stop               fast shutdown (safe when not running)
+#   scripts/pg.sh status             exit 0 when running, 3 when not
+#   scripts/pg.sh url                print the DATABASE_URL of the cluster
+#   scripts/pg.sh destroy            stop and delete the cluster's folder
+#
+# METER_PG_DIR moves the folder (default: .pg in the checkout). Every command
+# is safe to run twice. The server cannot run as root, so when called as root
+# it runs as the "postgres" user that Debian's package creates.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+pgdir=${METER_PG_DIR:-$here/.pg}
+data=$pgdir/data
+sock=$pgdir/run
+log=$pgdir/server.log
+db=meter
+superuser=meter
+
+die() { echo "pg.sh: $*" >&2; exit 1; }
+
+bindir=""
+for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+	if [[ -x $d/pg_ctl && -x $d/initdb && -x $d/postgres ]]; then bindir=$d; break; fi
+done
+[[ -n $bindir ]] || die "no PostgreSQL server binaries under /usr/lib/postgresql; run scripts/deps.sh (Debian package postgresql)"
+
+url() { echo "postgresql:///$db?host=$sock&user=$superuser"; }
+
+as_owner() {
+	if [[ $(id -u) -eq 0 ]]; then
+		runuser -u postgres -- "$@"
+	else
+		"$@"
+	fi
+}
+
+running() { [[ -f $data/PG_VERSION ]] && as_owner "$bindir/pg_ctl" -D "$data" status >/dev/null 2>&1; }
+
+cmd=${1:-}
+shift || true
+case $cmd in
+start)
+	port=""
+	while [[ $# -gt 0 ]]; do
+		case $1 in
+		--port) port=${2:-}; shift 2 || die "--port needs a number" ;;
+		*) die "unknown option \"$1\" for start" ;;
+		esac
+	done
+	[[ -z $port || $port =~ ^[0-9]{1,5}$ ]] || die "--port needs a number, not \"$port\""
+	# A Unix socket path has a hard limit of 107 bytes.
+	if (( ${#sock} + 16 > 107 )); then
+		die "socket folder \"$sock\" is too long for a Unix socket; set METER_PG_DIR to a shorter path"
+	fi
+	if running; then
+		echo "pg.sh: private PostgreSQL already running in $data"
+		echo "DATABASE_URL=$(url)"
+		exit 0
+	fi
+	mkdir -p "$pgdir"
+	if [[ $(id -u) -eq 0 ]]; then
+		id postgres >/dev/null 2>&1 || die "user \"postgres\" does not exist; install Debian's postgresql package (scripts/deps.sh)"
+		chown postgres: "$pgdir"
+		chmod 700 "$pgdir"
+		runuser -u postgres -- test -x "$pgdir" ||
+			die "user \"postgres\" cannot reach \"$pgdir\" (a parent folder is not searchable); set METER_PG_DIR to a folder it can reach"
+	fi
+	if [[ ! -f $data/PG_VERSION ]]; then
+		rm -rf "$data"
+		as_owner mkdir -p "$data" "$sock"
+		as_owner "$bindir/initdb" -D "$data" -U "$superuser" --auth=trust -E UTF8 --locale=C.UTF-8 >"$pgdir/initdb.log" 2>&1 ||
+			die "initdb failed; see $pgdir/initdb.log"
+		# Trust on the socket is safe only because nobody else can reach it.
+		cat >>"$data/postgresql.conf" <<CONF
+# meter: private cluster
+listen_addresses = ''
+unix_socket_directories = '$sock'
+unix_socket_permissions = 0700
+max_connections = 300
+fsync = on
+log_min_messages = warning
+CONF
+	fi
+	as_owner mkdir -p "$sock"
+	opts=""
+	if [[ -n $port ]]; then opts="-c listen_addresses=127.0.0.1 -c port=$port"; fi
+	as_owner "$bindir/pg_ctl" -D "$data" -l "$log" -w -t 60 -o "$opts" start >/dev/null ||
+		die "PostgreSQL did not start; see $log"
+	if ! "$bindir/psql" -X -q -d "postgresql:///postgres?host=$sock&user=$superuser" -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1; then
+		"$bindir/psql" -X -q -d "postgresql:///postgres?host=$sock&user=$superuser" -c "CREATE DATABASE $db" >/dev/null
+	fi
+	echo "pg.sh: private PostgreSQL running in $data"
+	echo "DATABASE_URL=$(url)"
+	;;
+stop)
+	if running; then
+		as_owner "$bindir/pg_ctl" -D "$data" -m fast -w stop >/dev/null
+		echo "pg.sh: private PostgreSQL stopped"
+	else
+		echo "pg.sh: private PostgreSQL is not running"
+	fi
+	;;
+status)
+	if running; then
+		echo "pg.sh: private PostgreSQL running in $data"
+		echo "DATABASE_URL=$(url)"
+	else
+		echo "pg.sh: private PostgreSQL is not running"
+		exit 3
+	fi
+	;;
+url) url ;;
+destroy)
+	if running; then as_owner "$bindir/pg_ctl" -D "$data" -m immediate -w stop >/dev/null; fi
+	rm -rf "$pgdir"
+	echo "pg.sh: private PostgreSQL removed ($pgdir)"
+	;;
+*)
+	echo "usage: scripts/pg.sh start [--port N] | stop | status | url | destroy" >&2
+	exit 2
+	;;
+esac

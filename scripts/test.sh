@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs every test on a fresh Debian 12 machine: installs the Debian packages
+# that are missing, builds, starts the private PostgreSQL (unless DATABASE_URL
+# names another one), runs ctest, and stops the cluster again if it started it.
+#
+#   scripts/test.sh                 the normal build
+#   scripts/test.sh --sanitize      the ASan + UBSan build
+#   scripts/test.sh -- -R money     anything after -- goes to ctest
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+
+build_opt=()
+ctest_args=()
+while [[ $# -gt 0 ]]; do
+	case $1 in
+	--sanitize) build_opt=(--sanitize); shift ;;
+	--) shift; ctest_args=("$@"); break ;;
+	*) echo "test.sh: unknown option \"$1\"" >&2; exit 2 ;;
+	esac
+done
+
+bash scripts/deps.sh
+build=$(bash scripts/build.sh "${build_opt[@]}" | tail -n 1)
+
+started=0
+stop_cluster() {
+	if [[ $started == 1 ]]; then bash "$here/scripts/pg.sh" stop; fi
+}
+trap stop_cluster EXIT
+if [[ -z ${DATABASE_URL:-} ]]; then
+	if ! bash scripts/pg.sh status >/dev/null; then
+		bash scripts/pg.sh start
+		started=1
+	fi
+	DATABASE_URL=$(bash scripts/pg.sh url)
+	export DATABASE_URL
+fi
+
+cd "$build"
+ctest --output-on-failure -j"$(nproc)" "${ctest_args[@]}"

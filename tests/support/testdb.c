@@ -1,0 +1,154 @@
+#include "tests/support/testdb.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/db.h"
+#include "migrations/migrate.h"
+
+static PGconn *admin_connect(void)
+{
+	char err[1024];
+	PGconn *c = db_connect(NULL, err, sizeof err);
+	if (c == NULL)
+		fprintf(stderr, "testdb: %s\n", err);
+	return c;
+}
+
+/* Drops databases of earlier test processes that are gone. */
+static void drop_stale(PGconn *c)
+{
+	PGresult *r = PQexec(c, "SELECT datname FROM pg_database WHERE datname LIKE 'meter_t_%'");
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		PQclear(r);
+		return;
+	}
+	for (int i = 0; i < PQntuples(r); i++) {
+		const char *name = PQgetvalue(r, i, 0);
+		long pid = strtol(name + strlen("meter_t_"), NULL, 10);
+		if (pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+			char sql[256];
+			snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS \"%s\" WITH (FORCE)",
+			         name);
+			PQclear(PQexec(c, sql));
+		}
+	}
+	PQclear(r);
+}
+
+static void append_kv(char *buf, size_t len, const char *k, const char *v)
+{
+	size_t o = strlen(buf);
+	o += (size_t)snprintf(buf + o, len - o, "%s%s='", o ? " " : "", k);
+	for (; *v && o + 3 < len; v++) {
+		if (*v == '\'' || *v == '\\')
+			buf[o++] = '\\';
+		buf[o++] = *v;
+	}
+	snprintf(buf + o, len - o, "'");
+}
+
+bool testdb_create(struct testdb *t, const char *tag)
+{
+	static int seq;
+	memset(t, 0, sizeof *t);
+	PGconn *admin = admin_connect();
+	if (admin == NULL)
+		return false;
+	drop_stale(admin);
+	snprintf(t->name, sizeof t->name, "meter_t_%d_%s_%d", (int)getpid(), tag, seq++);
+	char sql[256];
+	snprintf(sql, sizeof sql, "CREATE DATABASE \"%s\"", t->name);
+	PGresult *r = PQexec(admin, sql);
+	bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+	if (!ok)
+		fprintf(stderr, "testdb: could not create database %s: %s", t->name,
+		        PQerrorMessage(admin));
+	PQclear(r);
+	if (ok) {
+		/* Same server and user, the new database. */
+		PQconninfoOption *opts = PQconninfo(admin);
+		for (PQconninfoOption *o = opts; o && o->keyword; o++) {
+			if (o->val == NULL || *o->val == '\0' || strcmp(o->keyword, "dbname") == 0)
+				continue;
+			append_kv(t->url, sizeof t->url, o->keyword, o->val);
+		}
+		PQconninfoFree(opts);
+		append_kv(t->url, sizeof t->url, "dbname", t->name);
+	}
+	PQfinish(admin);
+	if (!ok)
+		return false;
+	char err[1024];
+	t->conn = db_connect(t->url, err, sizeof err);
+	if (t->conn == NULL) {
+		fprintf(stderr, "testdb: %s\n", err);
+		testdb_drop(t);
+		return false;
+	}
+	return true;
+}
+
+bool testdb_create_migrated(struct testdb *t, const char *tag)
+{
+	char err[1024];
+	if (!testdb_create(t, tag))
+		return false;
+	if (!migrate_run(t->conn, migrate_default_dir(), NULL, NULL, err, sizeof err)) {
+		fprintf(stderr, "testdb: %s\n", err);
+		testdb_drop(t);
+		return false;
+	}
+	return true;
+}
+
+void testdb_drop(struct testdb *t)
+{
+	if (t->conn)
+		PQfinish(t->conn);
+	t->conn = NULL;
+	if (t->name[0] == '\0')
+		return;
+	PGconn *admin = admin_connect();
+	if (admin) {
+		char sql[256];
+		snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS \"%s\" WITH (FORCE)", t->name);
+		PGresult *r = PQexec(admin, sql);
+		if (PQresultStatus(r) != PGRES_COMMAND_OK)
+			fprintf(stderr, "testdb: could not drop %s: %s", t->name,
+			        PQerrorMessage(admin));
+		PQclear(r);
+		PQfinish(admin);
+	}
+	t->name[0] = '\0';
+}
+
+char *testdb_value(struct testdb *t, const char *sql, char *buf, size_t len)
+{
+	PGresult *r = PQexec(t->conn, sql);
+	char *out = NULL;
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0) {
+		snprintf(buf, len, "%s", PQgetvalue(r, 0, 0));
+		out = buf;
+	} else if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "testdb: %s: %s", sql, PQerrorMessage(t->conn));
+	}
+	PQclear(r);
+	return out;
+}
+
+const char *testdb_sqlstate(struct testdb *t, const char *sql, char *buf, size_t len)
+{
+	PGresult *r = PQexec(t->conn, sql);
+	ExecStatusType st = PQresultStatus(r);
+	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
+		snprintf(buf, len, "%s", "");
+	else
+		snprintf(buf, len, "%s", db_sqlstate(r));
+	PQclear(r);
+	return buf;
+}

@@ -1,0 +1,34 @@
+/*
+ * tests/support/testdb.h: a fresh, empty database per test program, in the
+ * PostgreSQL that DATABASE_URL (or the private cluster) names, dropped at the
+ * end. Databases left by a test that crashed are dropped by the next run:
+ * their names carry the pid of the process that made them.
+ */
+#ifndef TESTS_SUPPORT_TESTDB_H
+#define TESTS_SUPPORT_TESTDB_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+
+struct testdb {
+	char name[64];
+	char url[4096]; /* keyword/value connection string of the new database */
+	PGconn *conn;   /* a connection to it, as the owner */
+};
+
+/* Creates the database; prints why and returns false when it cannot. */
+bool testdb_create(struct testdb *t, const char *tag);
+
+/* Creates and migrates it with the checkout's migrations. */
+bool testdb_create_migrated(struct testdb *t, const char *tag);
+
+/* Closes the connection and drops the database. Safe on a zeroed struct. */
+void testdb_drop(struct testdb *t);
+
+/* Runs SQL on t->conn and returns the first column of the first row, or NULL. */
+char *testdb_value(struct testdb *t, const char *sql, char *buf, size_t len);
+
+/* The SQLSTATE running sql gives ("" when it succeeds). */
+const char *testdb_sqlstate(struct testdb *t, const char *sql, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,406 @@
+/* The rating rules of the design, one test per rule. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#include "meter/estimate.h"
+#include "meter/rating.h"
+#include "meter/timefmt.h"
+#include "meter/trial.h"
+
+#define S(x)  ((int64_t)(x)*INT64_C(1000000)) /* seconds -> µs */
+#define MS(x) ((int64_t)(x)*INT64_C(1000))
+#define H(x)  ((int64_t)(x)*INT64_C(3600000000))
+
+static const struct meter_size size_2_4 = {.vcpu_milli = 2000, .mem_mgib = 4000};
+
+static int64_t t0(void)
+{
+	int64_t t = 0;
+	assert_int_equal(meter_time_parse("2026-10-01T00:00:00Z", &t), METER_OK);
+	return t;
+}
+
+static struct meter_plan default_plan(void)
+{
+	struct meter_plan p = {.id = 1,
+	                       .name = "default",
+	                       .cpu_vcpu_hour = INT64_C(25000000),
+	                       .memory_gib_hour = INT64_C(7500000),
+	                       .cpu_floor_ppm = 25000};
+	assert_int_equal(meter_time_parse("2026-09-25T00:00:00Z", &p.effective_from_us), METER_OK);
+	return p;
+}
+
+static struct meter_interval rate(int64_t floor_ppm, int64_t start, int64_t end, int64_t cpu)
+{
+	struct meter_span sp = {start, end, cpu};
+	struct meter_interval iv;
+	assert_int_equal(meter_interval_rate(&size_2_4, floor_ppm, &sp, &iv), METER_OK);
+	return iv;
+}
+
+/* Collects the intervals meter_rate_sandbox emits. */
+struct collect {
+	struct meter_usage usage;
+	struct meter_interval iv[16];
+	int64_t plan_id[16];
+	size_t n;
+};
+
+static enum meter_status collect(void *ctx, const struct meter_interval *iv,
+                                 const struct meter_plan *plan)
+{
+	struct collect *c = ctx;
+	assert_true(c->n < 16);
+	c->iv[c->n] = *iv;
+	c->plan_id[c->n++] = plan->id;
+	return meter_usage_add_interval(&c->usage, &size_2_4, iv);
+}
+
+static void busy_hour_costs_0_08_and_idle_hour_0_03125(void **state)
+{
+	(void)state;
+	struct meter_plan p = default_plan();
+	struct meter_usage busy = {0}, idle = {0};
+	struct meter_cost cb, ci;
+	struct meter_interval ib = rate(p.cpu_floor_ppm, t0(), t0() + H(1), H(2));
+	struct meter_interval ii = rate(p.cpu_floor_ppm, t0(), t0() + H(1), 0);
+	assert_int_equal(meter_usage_add_interval(&busy, &size_2_4, &ib), METER_OK);
+	assert_int_equal(meter_usage_add_interval(&idle, &size_2_4, &ii), METER_OK);
+	assert_int_equal(meter_usage_cost(&busy, &p, &cb), METER_OK);
+	assert_int_equal(meter_usage_cost(&idle, &p, &ci), METER_OK);
+	assert_int_equal(cb.total, INT64_C(80000000)); /* $0.08 */
+	assert_int_equal(ci.total, INT64_C(31250000)); /* $0.03125 */
+	assert_int_equal(ci.cpu, INT64_C(1250000));    /* the floor: 0.05 vCPU x $0.025 */
+	assert_int_equal(idle.cpu_billed_us, S(180));  /* 2.5 % of 2 vCPUs for 3600 s */
+	assert_true(ib.busy);
+	assert_false(ii.busy);
+
+	struct meter_rates r;
+	assert_int_equal(meter_rates_of(&p, &size_2_4, &r), METER_OK);
+	assert_int_equal(r.busy_per_hour, INT64_C(80000000));
+	assert_int_equal(r.idle_per_hour, INT64_C(31250000));
+}
+
+static void a_floor_of_zero_bills_pure_measured_cpu(void **state)
+{
+	(void)state;
+	struct meter_interval iv = rate(0, t0(), t0() + H(1), 0);
+	assert_int_equal(iv.billed_us, 0);
+	assert_false(iv.busy);
+	iv = rate(0, t0(), t0() + S(10), 7);
+	assert_int_equal(iv.billed_us, 7);
+	assert_true(iv.busy);
+}
+
+static void design_example_bills_21_cpu_seconds_of_20_measured(void **state)
+{
+	(void)state;
+	struct meter_plan p = default_plan();
+	int64_t t = t0();
+	struct meter_sample smp[] = {
+	        {1, t + S(10), 0}, {1, t + S(20), S(20)}, {1, t + S(30), S(20)}};
+	struct collect c = {0};
+	assert_int_equal(meter_rate_sandbox(&p, 1, &size_2_4, t, t + S(30), smp, 3, collect, &c),
+	                 METER_OK);
+	assert_int_equal(c.n, 3); /* the stop at the last sample adds nothing */
+	assert_int_equal(c.iv[0].billed_us, MS(500));
+	assert_false(c.iv[0].busy);
+	assert_int_equal(c.iv[1].billed_us, S(20));
+	assert_true(c.iv[1].busy);
+	assert_int_equal(c.usage.cpu_measured_us, S(20));
+	assert_int_equal(c.usage.cpu_billed_us, S(21));
+	assert_int_equal(c.usage.busy_us, S(10));
+	assert_int_equal(c.usage.idle_us, S(20));
+	assert_int_equal(c.usage.wall_us, S(30));
+	assert_int_equal(c.usage.mem_mgib_us, 4000 * S(30)); /* 120 GiB-seconds */
+	struct meter_cost cost;
+	assert_int_equal(meter_usage_cost(&c.usage, &p, &cost), METER_OK);
+	assert_int_equal(cost.cpu, 145833);    /* 21/3600 x $0.025 = 0.000145833... */
+	assert_int_equal(cost.memory, 250000); /* 120/3600 x $0.0075 */
+}
+
+static void cpu_above_the_vcpus_is_clamped(void **state)
+{
+	(void)state;
+	struct meter_interval iv = rate(25000, t0(), t0() + S(10), S(35));
+	assert_int_equal(iv.cpu_us, S(35)); /* measured is kept, unclamped */
+	assert_int_equal(iv.billed_us, S(20));
+	assert_true(iv.busy);
+}
+
+static void cpu_just_at_the_floor_is_idle_just_above_is_busy(void **state)
+{
+	(void)state;
+	struct meter_interval at = rate(25000, t0(), t0() + S(10), MS(500));
+	struct meter_interval above = rate(25000, t0(), t0() + S(10), MS(500) + 1);
+	assert_false(at.busy);
+	assert_true(above.busy);
+	assert_int_equal(above.billed_us, MS(500) + 1);
+}
+
+static void a_negative_interval_or_cpu_is_refused(void **state)
+{
+	(void)state;
+	struct meter_span back = {t0(), t0() - 1, 0}, neg = {t0(), t0() + 1, -1};
+	struct meter_interval iv = {.billed_us = 99};
+	assert_int_equal(meter_interval_rate(&size_2_4, 25000, &back, &iv), METER_EINVAL);
+	assert_int_equal(meter_interval_rate(&size_2_4, 25000, &neg, &iv), METER_EINVAL);
+	struct meter_size none = {0, 4000};
+	struct meter_span ok = {t0(), t0() + 1, 0};
+	assert_int_equal(meter_interval_rate(&none, 25000, &ok, &iv), METER_ERANGE);
+	assert_int_equal(meter_interval_rate(&size_2_4, 1000001, &ok, &iv), METER_ERANGE);
+	assert_int_equal(iv.billed_us, 99);
+}
+
+static void a_repeated_timestamp_counts_once_and_going_back_is_refused(void **state)
+{
+	(void)state;
+	struct meter_series s;
+	struct meter_span sp;
+	struct meter_sample a = {1, t0() + S(10), S(1)}, dup = {1, t0() + S(10), S(1)},
+	                    back = {1, t0() + S(5), S(2)};
+	meter_series_init(&s);
+	assert_int_equal(meter_series_next(&s, &a, METER_TIME_NONE, &sp), METER_OK);
+	assert_int_equal(meter_series_next(&s, &dup, METER_TIME_NONE, &sp), METER_SKIP);
+	assert_int_equal(meter_series_next(&s, &back, METER_TIME_NONE, &sp), METER_EORDER);
+	assert_int_equal(s.last.t_us, a.t_us); /* unchanged by the refusals */
+}
+
+static void first_sample_counts_all_cpu_since_the_cgroup_began(void **state)
+{
+	(void)state;
+	struct meter_series s;
+	struct meter_span sp;
+	struct meter_sample a = {7, t0() + S(10), S(3)};
+	meter_series_init(&s);
+	/* started_at unknown: a zero-length interval with all the CPU */
+	assert_int_equal(meter_series_next(&s, &a, METER_TIME_NONE, &sp), METER_OK);
+	assert_int_equal(sp.end_us - sp.start_us, 0);
+	assert_int_equal(sp.cpu_us, S(3));
+	struct meter_interval iv;
+	assert_int_equal(meter_interval_rate(&size_2_4, 25000, &sp, &iv), METER_OK);
+	assert_int_equal(iv.billed_us, S(3)); /* no clamp without a length */
+	/* started_at known and earlier: the interval starts there */
+	meter_series_init(&s);
+	assert_int_equal(meter_series_next(&s, &a, t0(), &sp), METER_OK);
+	assert_int_equal(sp.start_us, t0());
+	/* started_at after the sample (clock skew): ignored */
+	meter_series_init(&s);
+	assert_int_equal(meter_series_next(&s, &a, t0() + S(20), &sp), METER_OK);
+	assert_int_equal(sp.start_us, a.t_us);
+}
+
+static void a_counter_that_goes_down_restarted_from_zero(void **state)
+{
+	(void)state;
+	struct meter_series s;
+	struct meter_span sp;
+	struct meter_sample a = {1, t0() + S(10), S(9)}, b = {1, t0() + S(20), S(2)};
+	meter_series_init(&s);
+	assert_int_equal(meter_series_next(&s, &a, METER_TIME_NONE, &sp), METER_OK);
+	assert_int_equal(meter_series_next(&s, &b, METER_TIME_NONE, &sp), METER_OK);
+	assert_int_equal(sp.cpu_us, S(2));
+	assert_int_equal(sp.end_us - sp.start_us, S(10));
+}
+
+static void a_new_incarnation_starts_a_new_series(void **state)
+{
+	(void)state;
+	struct meter_plan p = default_plan();
+	int64_t t = t0();
+	/* The cgroup is removed and made again under the same id (inode 2). */
+	struct meter_sample smp[] = {{1, t + S(10), S(4)},
+	                             {1, t + S(20), S(14)},
+	                             {2, t + S(25), S(1)},
+	                             {2, t + S(35), S(6)}};
+	struct collect c = {0};
+	assert_int_equal(
+	        meter_rate_sandbox(&p, 1, &size_2_4, t, METER_TIME_NONE, smp, 4, collect, &c),
+	        METER_OK);
+	assert_int_equal(c.n, 4);
+	assert_int_equal(c.iv[0].start_us, t);         /* first incarnation from started_at */
+	assert_int_equal(c.iv[2].start_us, t + S(25)); /* later one: zero length, all its CPU */
+	assert_int_equal(c.iv[2].end_us, t + S(25));
+	assert_int_equal(c.iv[2].cpu_us, S(1));
+	assert_int_equal(c.usage.cpu_measured_us, S(4) + S(10) + S(1) + S(5));
+	assert_int_equal(c.usage.wall_us, S(20) + S(10));
+
+	/* An incarnation that comes back after another began is refused. */
+	struct meter_sample bad[] = {{1, t + S(10), 0}, {2, t + S(20), 0}, {1, t + S(30), 0}};
+	struct collect c2 = {0};
+	assert_int_equal(
+	        meter_rate_sandbox(&p, 1, &size_2_4, t, METER_TIME_NONE, bad, 3, collect, &c2),
+	        METER_EORDER);
+}
+
+static void a_stop_after_the_last_sample_is_one_more_idle_interval(void **state)
+{
+	(void)state;
+	struct meter_plan p = default_plan();
+	int64_t t = t0();
+	struct meter_sample smp[] = {{1, t + S(10), S(10)}};
+	struct collect c = {0};
+	assert_int_equal(meter_rate_sandbox(&p, 1, &size_2_4, t, t + S(14), smp, 1, collect, &c),
+	                 METER_OK);
+	assert_int_equal(c.n, 2);
+	assert_int_equal(c.iv[1].cpu_us, 0);
+	assert_int_equal(c.iv[1].billed_us, MS(200)); /* the floor over 4 s */
+	assert_int_equal(c.usage.wall_us, S(14));
+
+	/* Stopped before any sample: started_at to stopped_at, with no CPU. */
+	struct collect c2 = {0};
+	assert_int_equal(meter_rate_sandbox(&p, 1, &size_2_4, t, t + S(5), NULL, 0, collect, &c2),
+	                 METER_OK);
+	assert_int_equal(c2.n, 1);
+	assert_int_equal(c2.usage.wall_us, S(5));
+	/* Neither start nor samples: nothing to bill. */
+	struct collect c3 = {0};
+	assert_int_equal(meter_rate_sandbox(&p, 1, &size_2_4, METER_TIME_NONE, t + S(5), NULL, 0,
+	                                    collect, &c3),
+	                 METER_OK);
+	assert_int_equal(c3.n, 0);
+}
+
+static void a_price_change_rates_by_the_plan_in_force_at_the_interval_end(void **state)
+{
+	(void)state;
+	struct meter_plan plans[2] = {default_plan(), default_plan()};
+	plans[1].id = 2;
+	plans[1].cpu_vcpu_hour = INT64_C(50000000);
+	plans[1].effective_from_us = t0() + S(20);
+	assert_ptr_equal(meter_plan_at(plans, 2, t0() + S(20)), &plans[0]); /* ends on it: old */
+	assert_ptr_equal(meter_plan_at(plans, 2, t0() + S(20) + 1), &plans[1]);
+	assert_null(meter_plan_at(plans, 2, plans[0].effective_from_us));
+
+	struct meter_sample smp[] = {
+	        {1, t0() + S(10), 0}, {1, t0() + S(20), S(10)}, {1, t0() + S(30), S(20)}};
+	struct collect c = {0};
+	assert_int_equal(
+	        meter_rate_sandbox(plans, 2, &size_2_4, t0(), METER_TIME_NONE, smp, 3, collect, &c),
+	        METER_OK);
+	assert_int_equal(c.plan_id[0], 1);
+	assert_int_equal(c.plan_id[1], 1); /* ends exactly at the change */
+	assert_int_equal(c.plan_id[2], 2);
+
+	/* An interval that ends before any plan cannot be rated. */
+	struct meter_sample early[] = {{1, plans[0].effective_from_us - S(1), 0}};
+	assert_int_equal(meter_rate_sandbox(plans, 2, &size_2_4, METER_TIME_NONE, METER_TIME_NONE,
+	                                    early, 1, collect, &c),
+	                 METER_ENOPLAN);
+}
+
+static void an_interval_belongs_to_the_hour_in_which_it_ends(void **state)
+{
+	(void)state;
+	assert_int_equal(meter_hour_of(t0() + H(1)), t0()); /* ends on the hour */
+	assert_int_equal(meter_hour_of(t0() + H(1) + 1), t0() + H(1));
+	assert_int_equal(meter_hour_of(t0() + 1), t0());
+	assert_int_equal(meter_hour_of(1), 0);
+	assert_int_equal(meter_hour_of(0), -H(1));
+}
+
+static void usage_sums_refuse_overflow_and_stay_unchanged(void **state)
+{
+	(void)state;
+	struct meter_usage u = {.cpu_billed_us = INT64_MAX - 5};
+	struct meter_interval iv = {.start_us = 0, .end_us = 10, .cpu_us = 10, .billed_us = 10};
+	assert_int_equal(meter_usage_add_interval(&u, &size_2_4, &iv), METER_EOVERFLOW);
+	assert_int_equal(u.cpu_billed_us, INT64_MAX - 5);
+	assert_int_equal(u.wall_us, 0);
+	struct meter_usage v = {.wall_us = INT64_MAX}, w = {.wall_us = 1};
+	assert_int_equal(meter_usage_add(&v, &w), METER_EOVERFLOW);
+	assert_int_equal(v.wall_us, INT64_MAX);
+}
+
+static void trial_grant_covers_intervals_in_order_and_the_crossing_one_in_part(void **state)
+{
+	(void)state;
+	int64_t left = S(15);
+	struct meter_usage cov;
+	struct meter_interval a = rate(25000, t0(), t0() + S(10), S(10));
+	struct meter_interval b = rate(25000, t0() + S(10), t0() + S(20), S(8));
+	struct meter_interval c = rate(25000, t0() + S(20), t0() + S(30), S(8));
+	assert_int_equal(meter_trial_cover(&left, &size_2_4, &a, &cov), METER_OK);
+	assert_int_equal(cov.wall_us, S(10));
+	assert_int_equal(cov.cpu_billed_us, S(10));
+	assert_int_equal(left, S(5));
+	assert_int_equal(meter_trial_cover(&left, &size_2_4, &b, &cov), METER_OK);
+	assert_int_equal(cov.wall_us, S(5)); /* half of b */
+	assert_int_equal(cov.cpu_billed_us, S(4));
+	assert_int_equal(cov.mem_mgib_us, 4000 * S(5));
+	assert_int_equal(left, 0);
+	assert_int_equal(meter_trial_cover(&left, &size_2_4, &c, &cov), METER_OK);
+	assert_int_equal(cov.wall_us, 0);
+	assert_int_equal(cov.cpu_billed_us, 0);
+	int64_t bad = -1;
+	assert_int_equal(meter_trial_cover(&bad, &size_2_4, &c, &cov), METER_EINVAL);
+}
+
+static void worked_example_estimate_is_0_375_plus_0_90(void **state)
+{
+	(void)state;
+	struct meter_plan p = default_plan();
+	struct meter_estimate_input in = {
+	        .runs = 300, .minutes_milli = 6000, .size = size_2_4, .busy_vcpu_milli = 500};
+	struct meter_estimate e;
+	assert_int_equal(meter_estimate_month(&p, &in, &e), METER_OK);
+	assert_int_equal(e.cpu.amount, INT64_C(375000000));
+	assert_int_equal(e.memory.amount, INT64_C(900000000));
+	assert_int_equal(e.total, INT64_C(1275000000));
+	assert_string_equal(e.cpu.formula, "300 × 6 min / 60 × 0.5 vCPU × $0.025");
+	assert_string_equal(e.memory.formula, "300 × 6 min / 60 × 4 GiB × $0.0075");
+}
+
+static void estimate_raises_idle_cpu_to_the_floor_and_refuses_absurd_input(void **state)
+{
+	(void)state;
+	struct meter_plan p = default_plan();
+	struct meter_estimate_input in = {
+	        .runs = 300, .minutes_milli = 6000, .size = size_2_4, .busy_vcpu_milli = 0};
+	struct meter_estimate e;
+	assert_int_equal(meter_estimate_month(&p, &in, &e), METER_OK);
+	assert_int_equal(e.billed_vcpu_nano, INT64_C(50000000)); /* 0.05 vCPU */
+	assert_int_equal(e.cpu.amount, INT64_C(37500000));       /* 30 h x 0.05 x 0.025 */
+	assert_string_equal(e.cpu.formula, "300 × 6 min / 60 × 0.05 vCPU × $0.025");
+	in.busy_vcpu_milli = 2001;
+	assert_int_equal(meter_estimate_month(&p, &in, &e), METER_ERANGE);
+	in.busy_vcpu_milli = 500;
+	in.runs = 0;
+	assert_int_equal(meter_estimate_month(&p, &in, &e), METER_ERANGE);
+	in.runs = METER_EST_RUNS_MAX + 1;
+	assert_int_equal(meter_estimate_month(&p, &in, &e), METER_ERANGE);
+	in.runs = 1;
+	in.size.mem_mgib = -1;
+	assert_int_equal(meter_estimate_month(&p, &in, &e), METER_ERANGE);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(busy_hour_costs_0_08_and_idle_hour_0_03125),
+	        cmocka_unit_test(a_floor_of_zero_bills_pure_measured_cpu),
+	        cmocka_unit_test(design_example_bills_21_cpu_seconds_of_20_measured),
+	        cmocka_unit_test(cpu_above_the_vcpus_is_clamped),
+	        cmocka_unit_test(cpu_just_at_the_floor_is_idle_just_above_is_busy),
+	        cmocka_unit_test(a_negative_interval_or_cpu_is_refused),
+	        cmocka_unit_test(a_repeated_timestamp_counts_once_and_going_back_is_refused),
+	        cmocka_unit_test(first_sample_counts_all_cpu_since_the_cgroup_began),
+	        cmocka_unit_test(a_counter_that_goes_down_restarted_from_zero),
+	        cmocka_unit_test(a_new_incarnation_starts_a_new_series),
+	        cmocka_unit_test(a_stop_after_the_last_sample_is_one_more_idle_interval),
+	        cmocka_unit_test(a_price_change_rates_by_the_plan_in_force_at_the_interval_end),
+	        cmocka_unit_test(an_interval_belongs_to_the_hour_in_which_it_ends),
+	        cmocka_unit_test(usage_sums_refuse_overflow_and_stay_unchanged),
+	        cmocka_unit_test(
+	                trial_grant_covers_intervals_in_order_and_the_crossing_one_in_part),
+	        cmocka_unit_test(worked_example_estimate_is_0_375_plus_0_90),
+	        cmocka_unit_test(estimate_raises_idle_cpu_to_the_floor_and_refuses_absurd_input),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
