@@ -61,14 +61,19 @@ static PGconn *connect_or_log(void)
 	return c;
 }
 
-/* The plan in force now, copied out of the table. */
-static bool plan_now(PGconn *c, struct meter_plan *out)
+/* The plan in force now, from the database. */
+static bool plan_now(struct meter_plan *out)
 {
 	char err[ERRLEN];
 	struct meter_plan *plans = NULL;
 	size_t n = 0;
 	struct timespec ts;
-	if (!plans_load(c, &plans, &n, err, sizeof err)) {
+	PGconn *c = connect_or_log();
+	if (c == NULL)
+		return false;
+	bool ok = plans_load(c, &plans, &n, err, sizeof err);
+	PQfinish(c);
+	if (!ok) {
 		log_error("%s", err);
 		return false;
 	}
@@ -176,12 +181,7 @@ static int run_rates(const struct opt_val *v)
 	struct meter_plan plan;
 	struct meter_size size = {.vcpu_milli = v[0].num, .mem_mgib = v[1].num};
 	struct meter_rates r;
-	PGconn *c = connect_or_log();
-	if (c == NULL)
-		return 1;
-	bool ok = plan_now(c, &plan);
-	PQfinish(c);
-	if (!ok)
+	if (!plan_now(&plan))
 		return 1;
 	enum meter_status st = meter_rates_of(&plan, &size, &r);
 	if (st) {
@@ -220,12 +220,7 @@ static int run_estimate(const struct opt_val *v)
 		log_error("estimate: --busy-vcpus %s is more than --vcpus %s", v[4].str, v[2].str);
 		return EXIT_USAGE;
 	}
-	PGconn *c = connect_or_log();
-	if (c == NULL)
-		return 1;
-	bool ok = plan_now(c, &plan);
-	PQfinish(c);
-	if (!ok)
+	if (!plan_now(&plan))
 		return 1;
 	enum meter_status st = meter_estimate_month(&plan, &in, &e);
 	if (st) {
