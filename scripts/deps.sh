@@ -9,7 +9,7 @@ set -euo pipefail
 
 PACKAGES=(
 	gcc make cmake pkg-config
-	libpq-dev libmicrohttpd-dev libcjson-dev libpcre2-dev libcmocka-dev
+	libpq-dev libmicrohttpd-dev libcjson-dev libpcre2-dev libcmocka-dev zlib1g-dev
 	postgresql postgresql-contrib
 	procps util-linux
 )

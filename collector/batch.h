@@ -1,0 +1,39 @@
+/*
+ * collector/batch.h: samples as the text COPY reads.
+ *
+ * A batch is the rows of one or more rounds in PostgreSQL's COPY text format,
+ * in the column order of BATCH_COLUMNS. The same bytes go to the database
+ * and, when it is away, into the spool, so replaying a spool record is
+ * sending it again. Ids and the host are validated before they get here, so
+ * no field needs escaping. The buffer grows to the largest round and is then
+ * reused: no allocation per sample in steady state.
+ */
+#ifndef COLLECTOR_BATCH_H
+#define COLLECTOR_BATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collector/cgroup.h"
+
+#define BATCH_COLUMNS                                                                              \
+	"sandbox_id, incarnation, ts, account_id, host, cpu_usage_us, memory_current_bytes, "      \
+	"memory_peak_bytes, memory_anon_kernel_bytes, memory_limit_bytes, cpu_limit_millicores"
+
+struct batch {
+	char *buf;
+	size_t len, cap;
+	size_t rows;
+};
+
+/* Appends one row. account may be "" (NULL). False when out of memory (batch unchanged). */
+bool batch_add(struct batch *b, const char *sandbox, const char *account, int64_t incarnation,
+               int64_t ts_us, const char *host, const struct cg_reading *r);
+
+/* Forgets the rows, keeps the buffer. */
+void batch_clear(struct batch *b);
+
+void batch_free(struct batch *b);
+
+#endif

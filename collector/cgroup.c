@@ -1,0 +1,323 @@
+#include "collector/cgroup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "meter/checked.h"
+
+/* Large enough for memory.stat of a v2 cgroup (about 1.5 KB on Linux 6). */
+#define CG_BUF 8192
+
+/* A v1 limit at or above this is the kernel's "no limit" (PAGE_COUNTER_MAX). */
+#define CG_V1_UNLIMITED (INT64_C(1) << 62)
+
+const char *cg_layout_primary(const struct cg_layout *l)
+{
+	return l->v2[0] ? l->v2 : l->cpuacct;
+}
+
+void cg_init(struct cg_handle *h)
+{
+	memset(h, 0, sizeof *h);
+	for (int i = 0; i < CG_NFILES; i++)
+		h->fd[i] = -1;
+}
+
+void cg_close(struct cg_handle *h)
+{
+	for (int i = 0; i < CG_NFILES; i++) {
+		if (h->fd[i] >= 0)
+			close(h->fd[i]);
+		h->fd[i] = -1;
+	}
+}
+
+static bool gone_errno(int e)
+{
+	return e == ENOENT || e == ENODEV || e == ESTALE;
+}
+
+/* Opens dir/rel/name; -1 and errno when it cannot. */
+static int open_in(const char *dir, const char *rel, const char *name)
+{
+	char path[CG_PATH_MAX * 2 + 64];
+	if (dir[0] == '\0') {
+		errno = ENOENT;
+		return -1;
+	}
+	int n = snprintf(path, sizeof path, "%s/%s/%s", dir, rel, name);
+	if (n < 0 || (size_t)n >= sizeof path) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+enum cg_status cg_open(struct cg_handle *h, const struct cg_layout *l, const char *rel)
+{
+	char path[CG_PATH_MAX * 2 + 8];
+	struct stat st;
+	cg_init(h);
+	snprintf(path, sizeof path, "%s/%s", cg_layout_primary(l), rel);
+	if (stat(path, &st) != 0)
+		return gone_errno(errno) ? CG_GONE : CG_ERROR;
+	h->inode = (int64_t)st.st_ino;
+
+	/* CPU usage: v2 cpu.stat, else v1 cpuacct.usage. It must be there. */
+	h->fd[CG_CPU] = open_in(l->v2, rel, "cpu.stat");
+	h->cpu_v2 = h->fd[CG_CPU] >= 0;
+	if (!h->cpu_v2)
+		h->fd[CG_CPU] = open_in(l->cpuacct, rel, "cpuacct.usage");
+	if (h->fd[CG_CPU] < 0) {
+		enum cg_status s = gone_errno(errno) ? CG_GONE : CG_ERROR;
+		cg_close(h);
+		return s;
+	}
+
+	/* Memory: v2 files when the v2 hierarchy has them, else v1. */
+	h->fd[CG_MEM_CUR] = open_in(l->v2, rel, "memory.current");
+	h->mem_v2 = h->fd[CG_MEM_CUR] >= 0;
+	if (h->mem_v2) {
+		h->fd[CG_MEM_PEAK] = open_in(l->v2, rel, "memory.peak");
+		h->fd[CG_MEM_STAT] = open_in(l->v2, rel, "memory.stat");
+		h->fd[CG_MEM_MAX] = open_in(l->v2, rel, "memory.max");
+	} else {
+		h->fd[CG_MEM_CUR] = open_in(l->memory, rel, "memory.usage_in_bytes");
+		h->fd[CG_MEM_PEAK] = open_in(l->memory, rel, "memory.max_usage_in_bytes");
+		h->fd[CG_MEM_STAT] = open_in(l->memory, rel, "memory.stat");
+		h->fd[CG_MEM_MAX] = open_in(l->memory, rel, "memory.limit_in_bytes");
+		h->fd[CG_MEM_KMEM] = open_in(l->memory, rel, "memory.kmem.usage_in_bytes");
+	}
+
+	/* CPU limit: v2 cpu.max, else v1 CFS quota and period. */
+	h->fd[CG_CPU_MAX] = open_in(l->v2, rel, "cpu.max");
+	h->cpumax_v2 = h->fd[CG_CPU_MAX] >= 0;
+	if (!h->cpumax_v2) {
+		h->fd[CG_CPU_MAX] = open_in(l->cpu, rel, "cpu.cfs_quota_us");
+		h->fd[CG_CPU_PERIOD] = open_in(l->cpu, rel, "cpu.cfs_period_us");
+		if (h->fd[CG_CPU_PERIOD] < 0 && h->fd[CG_CPU_MAX] >= 0) {
+			close(h->fd[CG_CPU_MAX]);
+			h->fd[CG_CPU_MAX] = -1;
+		}
+	}
+	h->fd[CG_EVENTS] = open_in(l->v2, rel, "cgroup.events");
+	return CG_OK;
+}
+
+/* pread of a whole small file into buf; the length, or -1 with errno. */
+static ssize_t read_file(int fd, char *buf, size_t cap)
+{
+	ssize_t n;
+	do
+		n = pread(fd, buf, cap, 0);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+static bool is_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n';
+}
+
+/* Parses a non-negative decimal at p (len bytes), up to white space or the end. */
+static bool parse_num(const char *p, size_t len, int64_t *out)
+{
+	int64_t v = 0;
+	size_t i = 0;
+	for (; i < len && p[i] >= '0' && p[i] <= '9'; i++)
+		if (!ck_mul(v, 10, &v) || !ck_add(v, p[i] - '0', &v))
+			return false;
+	if (i == 0 || (i < len && !is_space(p[i])))
+		return false;
+	*out = v;
+	return true;
+}
+
+bool cg_parse_int(const char *buf, size_t len, int64_t *out)
+{
+	size_t i = 0;
+	while (i < len && is_space(buf[i]))
+		i++;
+	return parse_num(buf + i, len - i, out);
+}
+
+bool cg_parse_keyed(const char *buf, size_t len, const char *key, int64_t *out)
+{
+	size_t klen = strlen(key);
+	size_t i = 0;
+	while (i < len) {
+		/* at the start of a line */
+		size_t end = i;
+		while (end < len && buf[end] != '\n')
+			end++;
+		if (end - i > klen && memcmp(buf + i, key, klen) == 0 && buf[i + klen] == ' ')
+			return parse_num(buf + i + klen + 1, end - i - klen - 1, out);
+		i = end + 1;
+	}
+	return false;
+}
+
+bool cg_parse_max(const char *buf, size_t len, int64_t *out)
+{
+	if (len >= 3 && memcmp(buf, "max", 3) == 0 && (len == 3 || is_space(buf[3]))) {
+		*out = CG_ABSENT;
+		return true;
+	}
+	return cg_parse_int(buf, len, out);
+}
+
+bool cg_v1_quota_millicores(int64_t quota, int64_t period, int64_t *out)
+{
+	if (quota < 0) {
+		*out = CG_ABSENT;
+		return true;
+	}
+	if (period <= 0 || quota == 0)
+		return false;
+	int64_t m;
+	if (!ck_mul(quota, 1000, &m))
+		return false;
+	*out = m / period;
+	if (*out == 0) /* a quota below a thousandth of a CPU */
+		*out = 1;
+	return true;
+}
+
+bool cg_parse_cpu_max(const char *buf, size_t len, int64_t *out)
+{
+	size_t sp = 0;
+	while (sp < len && buf[sp] != ' ')
+		sp++;
+	if (sp == len)
+		return false;
+	int64_t period;
+	if (!parse_num(buf + sp + 1, len - sp - 1, &period) || period <= 0)
+		return false;
+	if (sp == 3 && memcmp(buf, "max", 3) == 0) {
+		*out = CG_ABSENT;
+		return true;
+	}
+	int64_t quota;
+	if (!parse_num(buf, sp, &quota) || quota == 0)
+		return false;
+	return cg_v1_quota_millicores(quota, period, out);
+}
+
+/* Parses signed v1 quota ("-1\n") too. */
+static bool parse_signed(const char *buf, size_t len, int64_t *out)
+{
+	if (len > 0 && buf[0] == '-') {
+		int64_t v;
+		if (!parse_num(buf + 1, len - 1, &v))
+			return false;
+		*out = -v;
+		return true;
+	}
+	return cg_parse_int(buf, len, out);
+}
+
+enum cg_status cg_read(const struct cg_handle *h, struct cg_reading *r, const char **which_file)
+{
+	static const char *const names[CG_NFILES] = {
+	        "cpu usage",     "memory current", "memory peak", "memory.stat",  "memory limit",
+	        "kernel memory", "cpu limit",      "cpu period",  "cgroup.events"};
+	char buf[CG_BUF];
+	struct cg_reading out = {.mem_current = CG_ABSENT,
+	                         .mem_peak = CG_ABSENT,
+	                         .mem_anon_kernel = CG_ABSENT,
+	                         .mem_limit = CG_ABSENT,
+	                         .cpu_limit_millicores = CG_ABSENT};
+	int64_t period = 0, kmem = CG_ABSENT;
+	for (int f = 0; f < CG_EVENTS; f++) {
+		if (h->fd[f] < 0)
+			continue;
+		ssize_t n = read_file(h->fd[f], buf, sizeof buf);
+		if (n < 0) {
+			if (which_file)
+				*which_file = names[f];
+			return gone_errno(errno) ? CG_GONE : CG_ERROR;
+		}
+		size_t len = (size_t)n;
+		bool ok = true;
+		switch (f) {
+		case CG_CPU:
+			if (h->cpu_v2) {
+				ok = cg_parse_keyed(buf, len, "usage_usec", &out.cpu_usage_us);
+			} else {
+				int64_t ns;
+				ok = cg_parse_int(buf, len, &ns);
+				out.cpu_usage_us = ns / 1000;
+			}
+			break;
+		case CG_MEM_CUR:
+			ok = cg_parse_int(buf, len, &out.mem_current);
+			break;
+		case CG_MEM_PEAK:
+			ok = cg_parse_int(buf, len, &out.mem_peak);
+			break;
+		case CG_MEM_STAT: {
+			int64_t a, k;
+			if (h->mem_v2 && cg_parse_keyed(buf, len, "anon", &a) &&
+			    cg_parse_keyed(buf, len, "kernel", &k) && ck_add(a, k, &a))
+				out.mem_anon_kernel = a;
+			else if (!h->mem_v2 && cg_parse_keyed(buf, len, "total_rss", &a))
+				out.mem_anon_kernel = a;
+			break;
+		}
+		case CG_MEM_MAX:
+			ok = cg_parse_max(buf, len, &out.mem_limit);
+			if (ok && out.mem_limit >= CG_V1_UNLIMITED)
+				out.mem_limit = CG_ABSENT;
+			break;
+		case CG_MEM_KMEM:
+			ok = cg_parse_int(buf, len, &kmem);
+			break;
+		case CG_CPU_MAX:
+			if (h->cpumax_v2)
+				ok = cg_parse_cpu_max(buf, len, &out.cpu_limit_millicores);
+			else
+				ok = parse_signed(buf, len, &out.cpu_limit_millicores);
+			break;
+		case CG_CPU_PERIOD:
+			ok = cg_parse_int(buf, len, &period);
+			break;
+		}
+		if (!ok) {
+			if (which_file)
+				*which_file = names[f];
+			return CG_BADDATA;
+		}
+	}
+	if (!h->cpumax_v2 && h->fd[CG_CPU_MAX] >= 0) {
+		int64_t quota = out.cpu_limit_millicores;
+		if (!cg_v1_quota_millicores(quota, period, &out.cpu_limit_millicores)) {
+			if (which_file)
+				*which_file = names[CG_CPU_MAX];
+			return CG_BADDATA;
+		}
+	}
+	if (!h->mem_v2 && out.mem_anon_kernel != CG_ABSENT && kmem != CG_ABSENT &&
+	    !ck_add(out.mem_anon_kernel, kmem, &out.mem_anon_kernel))
+		out.mem_anon_kernel = CG_ABSENT;
+	*r = out;
+	return CG_OK;
+}
+
+enum cg_status cg_read_populated(const struct cg_handle *h, int *populated)
+{
+	char buf[256];
+	int64_t v;
+	if (h->fd[CG_EVENTS] < 0)
+		return CG_ERROR;
+	ssize_t n = read_file(h->fd[CG_EVENTS], buf, sizeof buf);
+	if (n < 0)
+		return gone_errno(errno) ? CG_GONE : CG_ERROR;
+	if (!cg_parse_keyed(buf, (size_t)n, "populated", &v))
+		return CG_BADDATA;
+	*populated = v != 0;
+	return CG_OK;
+}

@@ -1,0 +1,110 @@
+/*
+ * collector/cgroup.h: reading one sandbox's cgroup counters.
+ *
+ * A sandbox's files are opened once, when it is found, and re-read with
+ * pread() into a fixed buffer every round; parsing scans only the keys it
+ * needs. Nothing is allocated per sample. Which file gives which figure
+ * depends on the host (struct cg_layout): cgroup v2, v1, or a hybrid of both
+ * (CPU in the v2 hierarchy, memory in v1). A file the host lacks is absent,
+ * and its figure is reported as CG_ABSENT (NULL in the database), never 0.
+ */
+#ifndef COLLECTOR_CGROUP_H
+#define COLLECTOR_CGROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CG_ABSENT   INT64_C(-1)
+#define CG_PATH_MAX 1024
+#define CG_ID_MAX   128
+
+/* Where a host keeps its hierarchies; "" for one it does not have. */
+struct cg_layout {
+	char v2[CG_PATH_MAX];      /* the cgroup2 (unified) mount */
+	char cpuacct[CG_PATH_MAX]; /* v1 hierarchy with cpuacct */
+	char cpu[CG_PATH_MAX];     /* v1 hierarchy with cpu (CFS quota) */
+	char memory[CG_PATH_MAX];  /* v1 hierarchy with memory */
+};
+
+/* The folder sandboxes are found in: v2 when there is one, else v1 cpuacct. */
+const char *cg_layout_primary(const struct cg_layout *l);
+
+/* One reading of a sandbox. Figures are CG_ABSENT when the host lacks them. */
+struct cg_reading {
+	int64_t cpu_usage_us;         /* cumulative, never absent */
+	int64_t mem_current;          /* bytes */
+	int64_t mem_peak;             /* bytes */
+	int64_t mem_anon_kernel;      /* bytes: anon + kernel (v2), total_rss + kmem (v1) */
+	int64_t mem_limit;            /* bytes; absent also when unlimited */
+	int64_t cpu_limit_millicores; /* absent also when unlimited */
+};
+
+enum cg_file {
+	CG_CPU,        /* cpu.stat (v2) or cpuacct.usage (v1) */
+	CG_MEM_CUR,    /* memory.current / memory.usage_in_bytes */
+	CG_MEM_PEAK,   /* memory.peak / memory.max_usage_in_bytes */
+	CG_MEM_STAT,   /* memory.stat */
+	CG_MEM_MAX,    /* memory.max / memory.limit_in_bytes */
+	CG_MEM_KMEM,   /* memory.kmem.usage_in_bytes (v1 only) */
+	CG_CPU_MAX,    /* cpu.max (v2) or cpu.cfs_quota_us (v1) */
+	CG_CPU_PERIOD, /* cpu.cfs_period_us (v1 only) */
+	CG_EVENTS,     /* cgroup.events (v2 only) */
+	CG_NFILES
+};
+
+/* The open files of one sandbox's cgroup; -1 for a file the host lacks. */
+struct cg_handle {
+	int fd[CG_NFILES];
+	bool cpu_v2, mem_v2, cpumax_v2;
+	int64_t inode; /* of the folder in the primary hierarchy: the incarnation */
+};
+
+enum cg_status {
+	CG_OK = 0,
+	CG_GONE,    /* the cgroup vanished (ENOENT, ENODEV): retire the sandbox */
+	CG_ERROR,   /* another error: errno says which */
+	CG_BADDATA, /* a file did not hold what it should */
+};
+
+/*
+ * Opens the files of the cgroup at rel (relative to each hierarchy). CPU
+ * usage is required: CG_GONE when the cgroup is not there (any more). On
+ * failure nothing stays open.
+ */
+enum cg_status cg_open(struct cg_handle *h, const struct cg_layout *l, const char *rel);
+
+/* Closes every open file; safe on a closed or zeroed-then-cg_init'ed handle. */
+void cg_close(struct cg_handle *h);
+
+/* Marks every file closed. */
+void cg_init(struct cg_handle *h);
+
+/*
+ * Reads every figure. On CG_GONE or CG_ERROR *r is unchanged; which_file
+ * names the file that failed when not NULL.
+ */
+enum cg_status cg_read(const struct cg_handle *h, struct cg_reading *r, const char **which_file);
+
+/* Reads cgroup.events: *populated 1 or 0. CG_ERROR when the host has no such file. */
+enum cg_status cg_read_populated(const struct cg_handle *h, int *populated);
+
+/* ---- parsers, exposed for tests and fuzzing; none reads past len ---- */
+
+/* The value of "key N" lines (cpu.stat, memory.stat, cgroup.events). */
+bool cg_parse_keyed(const char *buf, size_t len, const char *key, int64_t *out);
+
+/* A file holding one non-negative integer ("12345\n"). */
+bool cg_parse_int(const char *buf, size_t len, int64_t *out);
+
+/* "max" (no limit: *out = CG_ABSENT) or an integer (memory.max). */
+bool cg_parse_max(const char *buf, size_t len, int64_t *out);
+
+/* cpu.max: "max 100000" -> CG_ABSENT, "200000 100000" -> 2000 millicores. */
+bool cg_parse_cpu_max(const char *buf, size_t len, int64_t *out);
+
+/* v1 quota and period (µs) -> millicores; quota -1 -> CG_ABSENT. */
+bool cg_v1_quota_millicores(int64_t quota, int64_t period, int64_t *out);
+
+#endif

@@ -1,0 +1,479 @@
+#include "collector/collector.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collector/layout.h"
+#include "collector/writer.h"
+#include "common/db.h"
+#include "common/ids.h"
+#include "common/log.h"
+
+#define HOLDER_EVENTS (IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_ONLYDIR)
+
+static int64_t now_realtime_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static const char *primary(const struct collector *c)
+{
+	return cg_layout_primary(&c->layout);
+}
+
+/* rel/name into out; false when it does not fit. */
+static bool join(char *out, size_t len, const char *rel, const char *name)
+{
+	int n = rel[0] ? snprintf(out, len, "%s/%s", rel, name) : snprintf(out, len, "%s", name);
+	return n >= 0 && (size_t)n < len;
+}
+
+bool collector_init(struct collector *c, const struct collector_config *cfg, char *err,
+                    size_t errlen)
+{
+	memset(c, 0, sizeof *c);
+	c->cfg = *cfg;
+	c->inotify_fd = -1;
+	if (!id_valid(cfg->host)) {
+		snprintf(err, errlen, "--host-id: \"%s\" is not a valid host id (%s)", cfg->host,
+		         ID_RULE);
+		return false;
+	}
+	c->matcher = matcher_new(cfg->match, err, errlen);
+	if (c->matcher == NULL)
+		goto fail;
+	if (!layout_find(cfg->root, cfg->layout, NULL, &c->layout, err, errlen))
+		goto fail;
+	c->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (c->inotify_fd < 0) {
+		snprintf(err, errlen, "could not start inotify: %s", strerror(errno));
+		goto fail;
+	}
+	if (cfg->spool_path) {
+		if (!spool_open(&c->spool, cfg->spool_path, cfg->spool_max, err, errlen))
+			goto fail;
+		c->have_spool = true;
+		if (c->spool.records)
+			log_info("spool \"%s\" holds %zu batches from before; they go first",
+			         cfg->spool_path, c->spool.records);
+	}
+	log_info("watching %s cgroups under \"%s\" (sandboxes found in \"%s\")",
+	         layout_name(&c->layout), cfg->root, primary(c));
+	return true;
+fail:
+	collector_free(c);
+	return false;
+}
+
+static void retire(struct collector *c, size_t i)
+{
+	struct sandbox *sb = c->sandboxes[i];
+	log_info("sandbox %s (account %s, incarnation %lld) retired: its cgroup is gone", sb->id,
+	         sb->account[0] ? sb->account : "unknown", (long long)sb->h.inode);
+	if (sb->events_wd >= 0)
+		inotify_rm_watch(c->inotify_fd, sb->events_wd);
+	cg_close(&sb->h);
+	free(sb);
+	c->sandboxes[i] = c->sandboxes[--c->nsandboxes];
+	c->stats.retired++;
+}
+
+void collector_free(struct collector *c)
+{
+	while (c->nsandboxes) {
+		struct sandbox *sb = c->sandboxes[--c->nsandboxes];
+		cg_close(&sb->h);
+		free(sb);
+	}
+	free(c->sandboxes);
+	free(c->holders);
+	matcher_free(c->matcher);
+	if (c->inotify_fd >= 0)
+		close(c->inotify_fd);
+	if (c->have_spool)
+		spool_close(&c->spool);
+	batch_free(&c->batch);
+	if (c->db)
+		PQfinish(c->db);
+	memset(c, 0, sizeof *c);
+	c->inotify_fd = -1;
+}
+
+struct sandbox *collector_find(struct collector *c, const char *rel)
+{
+	for (size_t i = 0; i < c->nsandboxes; i++)
+		if (strcmp(c->sandboxes[i]->rel, rel) == 0)
+			return c->sandboxes[i];
+	return NULL;
+}
+
+static size_t index_of(struct collector *c, const struct sandbox *sb)
+{
+	size_t i = 0;
+	while (i < c->nsandboxes && c->sandboxes[i] != sb)
+		i++;
+	return i;
+}
+
+/* Takes one sample into the batch. False when the sandbox was retired. */
+static bool sample(struct collector *c, struct sandbox *sb)
+{
+	struct cg_reading r;
+	const char *file = NULL;
+	enum cg_status st = cg_read(&sb->h, &r, &file);
+	int64_t ts = now_realtime_us();
+	if (st == CG_GONE) {
+		retire(c, index_of(c, sb));
+		return false;
+	}
+	if (st != CG_OK) {
+		c->stats.read_errors++;
+		log_warn("sandbox %s: could not read %s of \"%s\": %s", sb->id, file ? file : "?",
+		         sb->rel, st == CG_BADDATA ? "unexpected contents" : strerror(errno));
+		return true;
+	}
+	if (!batch_add(&c->batch, sb->id, sb->account, sb->h.inode, ts, c->cfg.host, &r)) {
+		log_error("sandbox %s: sample dropped: out of memory", sb->id);
+		return true;
+	}
+	c->stats.samples++;
+	return true;
+}
+
+static void add_sandbox(struct collector *c, const char *rel, const char *id, const char *account,
+                        bool loud)
+{
+	if (!id_valid(id) || (account[0] && !id_valid(account))) {
+		log_msg(loud ? LOG_WARN : LOG_DEBUG,
+		        "cgroup \"%s\" matches --match but its %s \"%s\" is not a valid id (%s); "
+		        "not sampled",
+		        rel, id_valid(id) ? "account" : "sandbox", id_valid(id) ? account : id,
+		        ID_RULE);
+		return;
+	}
+	struct sandbox *old = collector_find(c, rel);
+	char path[CG_PATH_MAX * 2];
+	struct stat st;
+	snprintf(path, sizeof path, "%s/%s", primary(c), rel);
+	if (stat(path, &st) != 0)
+		return;
+	if (old && old->h.inode == (int64_t)st.st_ino) {
+		old->seen = true;
+		return;
+	}
+	if (old) /* made again under the same name while we did not look */
+		retire(c, index_of(c, old));
+	if (c->nsandboxes == c->capsandboxes) {
+		size_t cap = c->capsandboxes ? c->capsandboxes * 2 : 64;
+		struct sandbox **n = realloc(c->sandboxes, cap * sizeof *n);
+		if (n == NULL) {
+			log_error("sandbox %s not sampled: out of memory", id);
+			return;
+		}
+		c->sandboxes = n;
+		c->capsandboxes = cap;
+	}
+	struct sandbox *sb = calloc(1, sizeof *sb);
+	if (sb == NULL) {
+		log_error("sandbox %s not sampled: out of memory", id);
+		return;
+	}
+	snprintf(sb->rel, sizeof sb->rel, "%s", rel);
+	snprintf(sb->id, sizeof sb->id, "%s", id);
+	snprintf(sb->account, sizeof sb->account, "%s", account);
+	sb->seen = true;
+	sb->events_wd = -1;
+	enum cg_status s = cg_open(&sb->h, &c->layout, rel);
+	if (s != CG_OK) {
+		if (s != CG_GONE)
+			log_warn("sandbox %s: could not open the files of \"%s\": %s", id, rel,
+			         strerror(errno));
+		free(sb);
+		return;
+	}
+	if (sb->h.fd[CG_EVENTS] >= 0) {
+		snprintf(path, sizeof path, "%s/%s/cgroup.events", c->layout.v2, rel);
+		sb->events_wd = inotify_add_watch(c->inotify_fd, path, IN_MODIFY);
+	}
+	c->sandboxes[c->nsandboxes++] = sb;
+	log_info("sandbox %s (account %s, incarnation %lld) found at \"%s\"", id,
+	         account[0] ? account : "unknown", (long long)sb->h.inode, rel);
+}
+
+static void add_holder(struct collector *c, const char *rel)
+{
+	char path[CG_PATH_MAX * 2];
+	snprintf(path, sizeof path, "%s%s%s", primary(c), rel[0] ? "/" : "", rel);
+	int wd = inotify_add_watch(c->inotify_fd, path, HOLDER_EVENTS);
+	if (wd < 0) {
+		if (errno != ENOENT)
+			log_warn("could not watch \"%s\": %s", path, strerror(errno));
+		return;
+	}
+	for (size_t i = 0; i < c->nholders; i++)
+		if (c->holders[i].wd == wd) {
+			snprintf(c->holders[i].rel, sizeof c->holders[i].rel, "%s", rel);
+			return;
+		}
+	if (c->nholders == c->capholders) {
+		size_t cap = c->capholders ? c->capholders * 2 : 16;
+		struct holder *n = realloc(c->holders, cap * sizeof *n);
+		if (n == NULL) {
+			log_error("could not watch \"%s\": out of memory", path);
+			return;
+		}
+		c->holders = n;
+		c->capholders = cap;
+	}
+	c->holders[c->nholders].wd = wd;
+	snprintf(c->holders[c->nholders].rel, sizeof c->holders[0].rel, "%s", rel);
+	c->nholders++;
+}
+
+/* Classifies the folder rel and takes it in: a sandbox, or a holder to walk. */
+static void visit(struct collector *c, const char *rel, bool loud, int depth);
+
+static void walk(struct collector *c, const char *rel, bool loud, int depth)
+{
+	char path[CG_PATH_MAX * 2];
+	snprintf(path, sizeof path, "%s%s%s", primary(c), rel[0] ? "/" : "", rel);
+	add_holder(c, rel);
+	DIR *d = opendir(path);
+	if (d == NULL)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.' || (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN))
+			continue;
+		char child[CG_PATH_MAX];
+		if (join(child, sizeof child, rel, e->d_name))
+			visit(c, child, loud, depth + 1);
+	}
+	closedir(d);
+}
+
+static void visit(struct collector *c, const char *rel, bool loud, int depth)
+{
+	char id[CG_ID_MAX], account[CG_ID_MAX];
+	if (depth > 32)
+		return;
+	switch (matcher_classify(c->matcher, rel, id, account)) {
+	case MATCH_SANDBOX:
+		add_sandbox(c, rel, id, account, loud);
+		break;
+	case MATCH_HOLDER:
+		walk(c, rel, loud, depth);
+		break;
+	case MATCH_NONE:
+		break;
+	}
+}
+
+void collector_scan(struct collector *c)
+{
+	bool first = c->stats.rounds == 0 && c->nsandboxes == 0;
+	for (size_t i = 0; i < c->nsandboxes; i++)
+		c->sandboxes[i]->seen = false;
+	walk(c, "", first, 0);
+	for (size_t i = c->nsandboxes; i-- > 0;)
+		if (!c->sandboxes[i]->seen) {
+			/* One last look before letting go: the files may still answer. */
+			struct sandbox *sb = c->sandboxes[i];
+			if (sample(c, sb))
+				retire(c, index_of(c, sb));
+		}
+	c->rescan_wanted = false;
+}
+
+static void on_emptied(struct collector *c, struct sandbox *sb, bool *flush)
+{
+	int populated = 1;
+	enum cg_status st = cg_read_populated(&sb->h, &populated);
+	if (st == CG_GONE) {
+		retire(c, index_of(c, sb));
+		return;
+	}
+	if (st != CG_OK)
+		return;
+	if (populated) {
+		sb->final_taken = false;
+		return;
+	}
+	if (sb->final_taken)
+		return;
+	/* The last processes left: sample now, before the cgroup can be removed. */
+	if (sample(c, sb)) {
+		sb->final_taken = true;
+		c->stats.final_samples++;
+		log_info("sandbox %s emptied: final sample taken", sb->id);
+		*flush = true;
+	}
+}
+
+void collector_events(struct collector *c)
+{
+	char buf[64 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
+	bool flush = false;
+	for (;;) {
+		ssize_t n = read(c->inotify_fd, buf, sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const struct inotify_event *)p;
+			p += sizeof *ev + ev->len;
+			if (ev->mask & IN_Q_OVERFLOW) {
+				log_warn("inotify queue overflowed: rescanning");
+				c->rescan_wanted = true;
+				continue;
+			}
+			/* cgroup.events of a sandbox */
+			struct sandbox *sb = NULL;
+			for (size_t i = 0; i < c->nsandboxes && !sb; i++)
+				if (c->sandboxes[i]->events_wd == ev->wd)
+					sb = c->sandboxes[i];
+			if (sb) {
+				if (ev->mask & IN_IGNORED)
+					sb->events_wd = -1;
+				else if (ev->mask & IN_MODIFY)
+					on_emptied(c, sb, &flush);
+				continue;
+			}
+			size_t h = 0;
+			while (h < c->nholders && c->holders[h].wd != ev->wd)
+				h++;
+			if (h == c->nholders)
+				continue;
+			if (ev->mask & IN_IGNORED) { /* the folder went away */
+				c->holders[h] = c->holders[--c->nholders];
+				continue;
+			}
+			if (ev->len == 0 || !(ev->mask & IN_ISDIR))
+				continue;
+			char child[CG_PATH_MAX];
+			if (!join(child, sizeof child, c->holders[h].rel, ev->name))
+				continue;
+			if (ev->mask & (IN_CREATE | IN_MOVED_TO)) {
+				visit(c, child, true, 1);
+			} else if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) {
+				struct sandbox *gone = collector_find(c, child);
+				if (gone && sample(c, gone))
+					retire(c, index_of(c, gone));
+			}
+		}
+	}
+	if (c->rescan_wanted)
+		collector_scan(c);
+	if (flush)
+		collector_flush(c);
+}
+
+void collector_round(struct collector *c)
+{
+	c->stats.rounds++;
+	for (size_t i = c->nsandboxes; i-- > 0;)
+		sample(c, c->sandboxes[i]);
+}
+
+static bool send_batch(void *ctx, const char *data, size_t len, char *err, size_t errlen)
+{
+	struct collector *c = ctx;
+	long inserted = 0;
+	if (!writer_write(c->db, c->cfg.db_role, data, len, &inserted, err, errlen))
+		return false;
+	c->stats.written += (uint64_t)inserted;
+	return true;
+}
+
+static bool connected(struct collector *c)
+{
+	char err[1024];
+	if (c->db && PQstatus(c->db) == CONNECTION_OK)
+		return true;
+	if (c->db)
+		PQfinish(c->db);
+	c->db = db_connect(c->cfg.db_url, err, sizeof err);
+	if (c->db == NULL)
+		log_warn("%s", err);
+	return c->db != NULL;
+}
+
+static void disconnect(struct collector *c)
+{
+	if (c->db)
+		PQfinish(c->db);
+	c->db = NULL;
+}
+
+bool collector_flush(struct collector *c)
+{
+	char err[1024];
+	size_t rows = c->batch.rows;
+	bool spool_waiting = c->have_spool && c->spool.records > 0;
+	if (rows == 0 && !spool_waiting)
+		return true;
+	if (connected(c)) {
+		if (spool_waiting && !spool_replay(&c->spool, send_batch, c, err, sizeof err)) {
+			log_warn("spool replay stopped: %s", err);
+			disconnect(c);
+			goto spool_it;
+		}
+		if (rows == 0)
+			return true;
+		uint64_t before = c->stats.written;
+		if (!send_batch(c, c->batch.buf, c->batch.len, err, sizeof err)) {
+			log_warn("could not write %zu samples: %s", rows, err);
+			disconnect(c);
+			goto spool_it;
+		}
+		c->stats.duplicates += rows - (c->stats.written - before);
+		log_debug("wrote %zu samples (%llu new)", rows,
+		          (unsigned long long)(c->stats.written - before));
+		batch_clear(&c->batch);
+		return true;
+	}
+spool_it:
+	if (rows == 0)
+		return true;
+	if (!c->have_spool) {
+		log_error("%zu samples kept in memory: no database and no spool", rows);
+		return false;
+	}
+	switch (spool_append(&c->spool, c->batch.buf, c->batch.len, err, sizeof err)) {
+	case SPOOL_OK:
+		c->stats.spooled_batches++;
+		log_info("database away: spooled %zu samples (%zu batches waiting)", rows,
+		         c->spool.records);
+		batch_clear(&c->batch);
+		return true;
+	case SPOOL_FULL:
+		c->stats.refused_batches++;
+		log_error("SAMPLES REFUSED: %s; %zu new samples are not kept (the older ones "
+		          "are); give the spool more room (--spool-max-mib) or bring the "
+		          "database back",
+		          err, rows);
+		batch_clear(&c->batch);
+		return false;
+	case SPOOL_ERROR:
+		break;
+	}
+	log_error("%s; %zu samples kept in memory for the next try", err, rows);
+	if (c->batch.len > SPOOL_REC_MAX / 2) {
+		log_error("SAMPLES REFUSED: %zu samples held in memory are over the bound; "
+		          "dropped",
+		          rows);
+		c->stats.refused_batches++;
+		batch_clear(&c->batch);
+	}
+	return false;
+}

@@ -1,0 +1,98 @@
+/*
+ * collector/collector.h: the collector's state and its steps.
+ *
+ * One struct holds what the daemon knows: the host's layout, the pattern,
+ * the folders it watches, the sandboxes it samples, the batch of samples not
+ * yet written, the spool and the database connection. main.c drives it:
+ * collector_scan() at start and every --rescan, collector_events() when
+ * inotify has something, collector_round() every --interval, and
+ * collector_flush() after each.
+ */
+#ifndef COLLECTOR_COLLECTOR_H
+#define COLLECTOR_COLLECTOR_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collector/batch.h"
+#include "collector/cgroup.h"
+#include "collector/match.h"
+#include "collector/spool.h"
+
+struct collector_config {
+	const char *root;
+	const char *layout;     /* auto, v2, v1, hybrid */
+	const char *match;      /* PCRE2 pattern */
+	const char *host;       /* host id written with every sample */
+	const char *spool_path; /* NULL: no spool (tests of discovery only) */
+	int64_t spool_max;      /* bytes */
+	const char *db_url;     /* NULL: common/db.h's choice */
+	const char *db_role;    /* role to write as; "" for the session's */
+};
+
+struct sandbox {
+	char rel[CG_PATH_MAX];
+	char id[CG_ID_MAX];
+	char account[CG_ID_MAX];
+	struct cg_handle h;
+	int events_wd;    /* inotify watch on cgroup.events, or -1 */
+	bool final_taken; /* a sample was taken after it emptied */
+	bool seen;        /* found by the running rescan */
+};
+
+struct holder {
+	int wd;
+	char rel[CG_PATH_MAX];
+};
+
+struct collector_stats {
+	uint64_t rounds, samples, written, duplicates, spooled_batches, refused_batches;
+	uint64_t final_samples, retired, read_errors;
+};
+
+struct collector {
+	struct collector_config cfg;
+	struct cg_layout layout;
+	struct matcher *matcher;
+	int inotify_fd;
+	struct holder *holders;
+	size_t nholders, capholders;
+	struct sandbox **sandboxes;
+	size_t nsandboxes, capsandboxes;
+	struct batch batch;
+	bool have_spool;
+	struct spool spool;
+	PGconn *db;
+	bool rescan_wanted; /* inotify overflowed */
+	struct collector_stats stats;
+};
+
+/* Checks the configuration and sets up; false with one line in err (exit 2). */
+bool collector_init(struct collector *c, const struct collector_config *cfg, char *err,
+                    size_t errlen);
+
+/* Closes everything; the batch not yet flushed is lost, so flush first. */
+void collector_free(struct collector *c);
+
+/* Walks the tree: adds new sandboxes and folders, retires those that went away. */
+void collector_scan(struct collector *c);
+
+/* Handles what inotify has (call when its fd is readable; never blocks). */
+void collector_events(struct collector *c);
+
+/* Samples every sandbox into the batch. */
+void collector_round(struct collector *c);
+
+/*
+ * Writes the batch (and first the spool, in order) to the database, or
+ * spools it when the database is away. False when the samples are neither in
+ * the database nor in the spool.
+ */
+bool collector_flush(struct collector *c);
+
+/* Looks up a sandbox by its path; NULL when not known. */
+struct sandbox *collector_find(struct collector *c, const char *rel);
+
+#endif

@@ -1,0 +1,222 @@
+/*
+ * meter-collector: samples every sandbox's cgroup counters into PostgreSQL.
+ *
+ * One thread, one poll() loop over three descriptors: a timerfd on
+ * CLOCK_MONOTONIC for the rounds, inotify for new and emptied cgroups, and a
+ * signalfd for SIGTERM and SIGINT (one last round, flush or spool, exit 0).
+ * Exit status 2 for a configuration that cannot work, with one line saying
+ * why.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collector/collector.h"
+#include "common/log.h"
+#include "common/opts.h"
+
+#define NOPTS(t) (sizeof(t) / sizeof((t)[0]))
+
+enum {
+	O_ROOT,
+	O_MATCH,
+	O_INTERVAL,
+	O_SPOOL,
+	O_SPOOL_MAX,
+	O_HOST,
+	O_LAYOUT,
+	O_RESCAN,
+	O_ROLE,
+	O_ONCE,
+	O_LOG,
+	O_HELP,
+	O_N
+};
+
+static const struct opt_def opts[O_N] = {
+        [O_ROOT] = {"root", OPT_STRING, 0, 0, 0, "/sys/fs/cgroup", "METER_CGROUP_ROOT", false,
+                    "where the cgroup hierarchies are mounted"},
+        [O_MATCH] = {"match", OPT_STRING, 0, 0, 0, "sandboxes/(?<account>[^/]+)/(?<sandbox>[^/]+)",
+                     "METER_MATCH", false,
+                     "PCRE2 pattern over a cgroup's path below the root; named groups "
+                     "\"sandbox\" (required) and \"account\""},
+        [O_INTERVAL] = {"interval", OPT_DURATION, 0, 100000, INT64_C(3600000000), "10s",
+                        "METER_INTERVAL", false, "time between sampling rounds"},
+        [O_SPOOL] = {"spool", OPT_STRING, 0, 0, 0, "/var/lib/meter/collector.spool", "METER_SPOOL",
+                     false, "file that keeps batches while the database is away"},
+        [O_SPOOL_MAX] = {"spool-max-mib", OPT_DECIMAL, 0, 1, 1048576, "256", "METER_SPOOL_MAX_MIB",
+                         false, "bound of the spool file, in MiB"},
+        [O_HOST] = {"host-id", OPT_STRING, 0, 0, 0, NULL, "METER_HOST_ID", false,
+                    "host id written with every sample (default: the host name)"},
+        [O_LAYOUT] = {"layout", OPT_STRING, 0, 0, 0, "auto", "METER_CGROUP_LAYOUT", false,
+                      "auto (from /proc/self/mountinfo), or v2, v1, hybrid for a tree that is "
+                      "not mounted"},
+        [O_RESCAN] = {"rescan", OPT_DURATION, 0, 1000000, INT64_C(86400000000), "60s",
+                      "METER_RESCAN", false, "time between full rescans (the safety net)"},
+        [O_ROLE] = {"db-role", OPT_STRING, 0, 0, 0, "meter_collector", "METER_DB_ROLE", false,
+                    "role samples are written as (\"\" for the login role itself)"},
+        [O_ONCE] = {"once", OPT_FLAG, 0, 0, 0, NULL, NULL, false, "one round, then exit"},
+        [O_LOG] = {"log-level", OPT_STRING, 0, 0, 0, "info", "METER_LOG_LEVEL", false,
+                   "error, warn, info or debug"},
+        [O_HELP] = {"help", OPT_FLAG, 0, 0, 0, NULL, NULL, false, "this text"},
+};
+
+static const char usage[] =
+        "usage: meter-collector [--root DIR] [--match REGEX] [--interval DURATION] "
+        "[--spool PATH] [options]\n"
+        "samples sandbox cgroups into PostgreSQL (DATABASE_URL)";
+
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* A thousand sandboxes keep about eight thousand files open. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			log_warn("could not raise the open file limit: %s", strerror(errno));
+	}
+}
+
+static void summary(const struct collector *c)
+{
+	const struct collector_stats *s = &c->stats;
+	log_info("stopping: %llu rounds, %llu samples (%llu written, %llu already there, %llu "
+	         "final), %llu batches spooled, %llu refused, %zu sandboxes",
+	         (unsigned long long)s->rounds, (unsigned long long)s->samples,
+	         (unsigned long long)s->written, (unsigned long long)s->duplicates,
+	         (unsigned long long)s->final_samples, (unsigned long long)s->spooled_batches,
+	         (unsigned long long)s->refused_batches, c->nsandboxes);
+}
+
+int main(int argc, char **argv)
+{
+	struct opt_val v[O_N];
+	char err[1024], host[256];
+	enum log_level level;
+	struct collector c;
+
+	log_init("meter-collector", LOG_INFO, true);
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			opts_help(stdout, usage, opts, O_N);
+			return 0;
+		}
+	if (!opts_parse(opts, O_N, argc - 1, argv + 1, v, err, sizeof err)) {
+		log_error("%s (see meter-collector --help)", err);
+		return 2;
+	}
+	if (!log_level_parse(v[O_LOG].str, &level)) {
+		log_error("--log-level: \"%s\" is not one of error, warn, info, debug",
+		          v[O_LOG].str);
+		return 2;
+	}
+	log_init("meter-collector", level, true);
+	if (v[O_HOST].set) {
+		snprintf(host, sizeof host, "%s", v[O_HOST].str);
+	} else if (gethostname(host, sizeof host) != 0) {
+		log_error("could not read the host name: %s; give --host-id", strerror(errno));
+		return 2;
+	}
+	/* A database that does not answer must not stall sampling for long. */
+	setenv("PGCONNECT_TIMEOUT", "5", 0);
+	raise_nofile();
+
+	struct collector_config cfg = {
+	        .root = v[O_ROOT].str,
+	        .layout = v[O_LAYOUT].str,
+	        .match = v[O_MATCH].str,
+	        .host = host,
+	        .spool_path = v[O_SPOOL].str,
+	        .spool_max = v[O_SPOOL_MAX].num * 1024 * 1024,
+	        .db_url = NULL,
+	        .db_role = v[O_ROLE].str,
+	};
+	if (!collector_init(&c, &cfg, err, sizeof err)) {
+		log_error("%s", err);
+		return 2;
+	}
+
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (sfd < 0 || tfd < 0) {
+		log_error("could not set up signals or timer: %s", strerror(errno));
+		collector_free(&c);
+		return 1;
+	}
+
+	collector_scan(&c);
+	collector_round(&c);
+	bool ok = collector_flush(&c);
+	if (v[O_ONCE].set) {
+		summary(&c);
+		collector_free(&c);
+		return ok ? 0 : 1;
+	}
+
+	int64_t interval = v[O_INTERVAL].num, rescan = v[O_RESCAN].num;
+	struct itimerspec its = {
+	        .it_interval = {(time_t)(interval / 1000000), (long)(interval % 1000000) * 1000},
+	        .it_value = {(time_t)(interval / 1000000), (long)(interval % 1000000) * 1000},
+	};
+	timerfd_settime(tfd, 0, &its, NULL);
+	int64_t next_rescan = mono_us() + rescan;
+
+	for (;;) {
+		struct pollfd p[3] = {
+		        {sfd, POLLIN, 0}, {c.inotify_fd, POLLIN, 0}, {tfd, POLLIN, 0}};
+		if (poll(p, 3, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			log_error("poll failed: %s", strerror(errno));
+			break;
+		}
+		if (p[0].revents) {
+			struct signalfd_siginfo si;
+			if (read(sfd, &si, sizeof si) == sizeof si)
+				log_info("signal %u: taking one last round", si.ssi_signo);
+			collector_round(&c);
+			ok = collector_flush(&c);
+			break;
+		}
+		if (p[1].revents)
+			collector_events(&c);
+		if (p[2].revents) {
+			uint64_t expirations;
+			if (read(tfd, &expirations, sizeof expirations) > 0 && expirations > 1)
+				log_warn("%llu rounds late: sampling took longer than --interval",
+				         (unsigned long long)(expirations - 1));
+			if (mono_us() >= next_rescan || c.rescan_wanted) {
+				collector_scan(&c);
+				next_rescan = mono_us() + rescan;
+			}
+			collector_round(&c);
+			collector_flush(&c);
+		}
+	}
+	summary(&c);
+	collector_free(&c);
+	close(sfd);
+	close(tfd);
+	return ok ? 0 : 1;
+}

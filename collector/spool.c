@@ -1,0 +1,273 @@
+#include "collector/spool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "common/log.h"
+
+static const unsigned char MAGIC[4] = {'M', 'S', 'P', '1'};
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static uint32_t record_crc(const unsigned char *seq8, const unsigned char *data, size_t len)
+{
+	uLong c = crc32(0L, Z_NULL, 0);
+	c = crc32(c, seq8, 8);
+	c = crc32(c, data, (uInt)len);
+	return (uint32_t)c;
+}
+
+size_t spool_scan(const unsigned char *buf, size_t len, size_t *records, uint64_t *last_seq,
+                  bool *torn)
+{
+	size_t off = 0, n = 0;
+	uint64_t last = 0;
+	*torn = false;
+	while (off < len) {
+		const unsigned char *h = buf + off;
+		size_t left = len - off;
+		if (left < SPOOL_HEADER) {
+			*torn = true; /* a header cut short can only be the last record */
+			break;
+		}
+		uint32_t rlen = get32(h + 4);
+		uint64_t seq = get64(h + 8);
+		if (memcmp(h, MAGIC, 4) != 0 || rlen > SPOOL_REC_MAX || get32(h + 20) != 0)
+			break; /* not a record: damage, unless it is the tail */
+		if (left - SPOOL_HEADER < rlen) {
+			*torn = true; /* the payload runs past the end */
+			break;
+		}
+		if (record_crc(h + 8, h + SPOOL_HEADER, rlen) != get32(h + 16)) {
+			*torn = left - SPOOL_HEADER == rlen; /* bad CRC in the last record: torn */
+			break;
+		}
+		if (n > 0 && seq <= last)
+			break; /* out of order: damage */
+		last = seq;
+		n++;
+		off += SPOOL_HEADER + rlen;
+	}
+	*records = n;
+	*last_seq = last;
+	return off;
+}
+
+static bool make_parent(const char *path, char *err, size_t errlen)
+{
+	char tmp[1024];
+	snprintf(tmp, sizeof tmp, "%s", path);
+	char *dir = dirname(tmp);
+	char step[1024] = "";
+	for (char *save = NULL, *p = strtok_r(dir, "/", &save); p; p = strtok_r(NULL, "/", &save)) {
+		size_t n = strlen(step);
+		snprintf(step + n, sizeof step - n, "%s%s", dir[0] == '/' || n ? "/" : "", p);
+		if (mkdir(step, 0700) != 0 && errno != EEXIST) {
+			snprintf(err, errlen, "could not create spool folder \"%s\": %s", step,
+			         strerror(errno));
+			return false;
+		}
+	}
+	return true;
+}
+
+static bool read_all(int fd, unsigned char *buf, size_t len)
+{
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = pread(fd, buf + got, len - got, (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		got += (size_t)n;
+	}
+	return true;
+}
+
+bool spool_open(struct spool *s, const char *path, int64_t max, char *err, size_t errlen)
+{
+	struct stat st;
+	unsigned char *buf = NULL;
+	memset(s, 0, sizeof *s);
+	s->fd = -1;
+	s->max = max;
+	if (strlen(path) >= sizeof s->path) {
+		snprintf(err, errlen, "spool path \"%s\" is too long", path);
+		return false;
+	}
+	snprintf(s->path, sizeof s->path, "%s", path);
+	if (!make_parent(path, err, errlen))
+		return false;
+	s->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (s->fd < 0 || fstat(s->fd, &st) != 0) {
+		snprintf(err, errlen, "could not open spool \"%s\": %s", path, strerror(errno));
+		goto fail;
+	}
+	size_t len = (size_t)st.st_size;
+	buf = malloc(len ? len : 1);
+	if (buf == NULL || !read_all(s->fd, buf, len)) {
+		snprintf(err, errlen, "could not read spool \"%s\": %s", path,
+		         buf ? strerror(errno) : "out of memory");
+		goto fail;
+	}
+	bool torn;
+	size_t good = spool_scan(buf, len, &s->records, &s->next_seq, &torn);
+	s->next_seq++;
+	free(buf);
+	buf = NULL;
+	if (good < len && torn) {
+		log_warn("spool \"%s\": dropping a torn last record (%zu bytes at offset %zu, "
+		         "left by a crash in mid-write); %zu records before it are kept",
+		         path, len - good, good, s->records);
+		if (ftruncate(s->fd, (off_t)good) != 0 || fsync(s->fd) != 0) {
+			snprintf(err, errlen, "could not cut the torn record off \"%s\": %s", path,
+			         strerror(errno));
+			goto fail;
+		}
+	} else if (good < len) {
+		char aside[1100];
+		snprintf(aside, sizeof aside, "%s.damaged-%lld", path, (long long)time(NULL));
+		log_error("spool \"%s\" is damaged at offset %zu (of %zu bytes); moved it to "
+		          "\"%s\" to be looked at, and starting a new spool",
+		          path, good, len, aside);
+		if (rename(path, aside) != 0) {
+			snprintf(err, errlen, "could not move damaged spool \"%s\" aside: %s", path,
+			         strerror(errno));
+			goto fail;
+		}
+		close(s->fd);
+		return spool_open(s, path, max, err, errlen);
+	}
+	s->size = (int64_t)good;
+	if (lseek(s->fd, 0, SEEK_END) < 0) {
+		snprintf(err, errlen, "could not seek in spool \"%s\": %s", path, strerror(errno));
+		goto fail;
+	}
+	return true;
+fail:
+	free(buf);
+	if (s->fd >= 0)
+		close(s->fd);
+	s->fd = -1;
+	return false;
+}
+
+void spool_close(struct spool *s)
+{
+	if (s->fd >= 0)
+		close(s->fd);
+	s->fd = -1;
+}
+
+enum spool_result spool_append(struct spool *s, const char *data, size_t len, char *err,
+                               size_t errlen)
+{
+	if (len > SPOOL_REC_MAX) {
+		snprintf(err, errlen, "batch of %zu bytes is larger than a spool record may be",
+		         len);
+		return SPOOL_FULL;
+	}
+	if (s->size + SPOOL_HEADER + (int64_t)len > s->max) {
+		snprintf(err, errlen,
+		         "spool \"%s\" is full (%lld of %lld bytes, %zu batches waiting)", s->path,
+		         (long long)s->size, (long long)s->max, s->records);
+		return SPOOL_FULL;
+	}
+	unsigned char h[SPOOL_HEADER];
+	memcpy(h, MAGIC, 4);
+	put32(h + 4, (uint32_t)len);
+	put64(h + 8, s->next_seq);
+	put32(h + 16, record_crc(h + 8, (const unsigned char *)data, len));
+	put32(h + 20, 0);
+	struct part {
+		const void *base;
+		size_t len;
+	} parts[2] = {{h, sizeof h}, {data, len}};
+	off_t at = (off_t)s->size;
+	for (int i = 0; i < 2; i++) {
+		size_t done = 0;
+		while (done < parts[i].len) {
+			ssize_t n = pwrite(s->fd, (const char *)parts[i].base + done,
+			                   parts[i].len - done, at);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				goto fail;
+			done += (size_t)n;
+			at += n;
+		}
+	}
+	if (fdatasync(s->fd) != 0)
+		goto fail;
+	s->size = at;
+	s->records++;
+	s->next_seq++;
+	return SPOOL_OK;
+fail:
+	snprintf(err, errlen, "could not write spool \"%s\": %s", s->path, strerror(errno));
+	/* Take back what part of the record reached the file. */
+	if (ftruncate(s->fd, (off_t)s->size) != 0)
+		log_error("could not cut a half-written record off spool \"%s\": %s", s->path,
+		          strerror(errno));
+	return SPOOL_ERROR;
+}
+
+bool spool_replay(struct spool *s, spool_send_fn send, void *ctx, char *err, size_t errlen)
+{
+	if (s->records == 0)
+		return true;
+	unsigned char *buf = malloc((size_t)s->size);
+	bool ok = false;
+	if (buf == NULL || !read_all(s->fd, buf, (size_t)s->size)) {
+		snprintf(err, errlen, "could not read spool \"%s\": %s", s->path,
+		         buf ? strerror(errno) : "out of memory");
+		goto out;
+	}
+	for (size_t off = 0; off < (size_t)s->size;) {
+		uint32_t rlen = get32(buf + off + 4);
+		if (!send(ctx, (const char *)buf + off + SPOOL_HEADER, rlen, err, errlen))
+			goto out;
+		off += SPOOL_HEADER + rlen;
+	}
+	/* Every record is committed: only now may the file be emptied. */
+	if (ftruncate(s->fd, 0) != 0 || fsync(s->fd) != 0) {
+		snprintf(err, errlen, "could not empty spool \"%s\": %s", s->path, strerror(errno));
+		goto out;
+	}
+	log_info("spool \"%s\": replayed %zu batches", s->path, s->records);
+	s->size = 0;
+	s->records = 0;
+	ok = true;
+out:
+	free(buf);
+	return ok;
+}
