@@ -4,7 +4,7 @@
 #
 #   scripts/pg.sh start [--port N]   initdb the first time, start, create the
 #                                    database "meter"; prints DATABASE_URL
-#   scripts/pg.sh stop               fast shutdown (safe when not running)
+#   scripts/pg.sh stop [--immediate] fast (or immediate) shutdown; safe when not running
 #   scripts/pg.sh status             exit 0 when running, 3 when not
 #   scripts/pg.sh url                print the DATABASE_URL of the cluster
 #   scripts/pg.sh destroy            stop and delete the cluster's folder
@@ -99,8 +99,10 @@ CONF
 	echo "DATABASE_URL=$(url)"
 	;;
 stop)
+	mode=fast
+	if [[ "${1:-}" == "--immediate" ]]; then mode=immediate; fi
 	if running; then
-		as_owner "$bindir/pg_ctl" -D "$data" -m fast -w stop >/dev/null
+		as_owner "$bindir/pg_ctl" -D "$data" -m "$mode" -w stop >/dev/null
 		echo "pg.sh: private PostgreSQL stopped"
 	else
 		echo "pg.sh: private PostgreSQL is not running"
@@ -122,7 +124,7 @@ destroy)
 	echo "pg.sh: private PostgreSQL removed ($pgdir)"
 	;;
 *)
-	echo "usage: scripts/pg.sh start [--port N] | stop | status | url | destroy" >&2
+	echo "usage: scripts/pg.sh start [--port N] | stop [--immediate] | status | url | destroy" >&2
 	exit 2
 	;;
 esac

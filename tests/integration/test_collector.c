@@ -1,0 +1,524 @@
+/*
+ * meter-collector end to end: real cgroups on this machine, PostgreSQL
+ * stopped under it, SIGKILL and restart with the same spool, and
+ * configuration errors. The fault tests run their own PostgreSQL cluster
+ * (scripts/pg.sh with METER_PG_DIR in /tmp), so stopping it disturbs no
+ * other test.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collector/layout.h"
+#include "collector/spool.h"
+#include "common/db.h"
+#include "tests/support/fakecg.h"
+#include "tests/support/run.h"
+#include "tests/support/testdb.h"
+
+/* Everything a test makes, undone by teardown even when it fails. */
+struct fx {
+	struct testdb db; /* a database in the shared cluster */
+	char tmp[64];     /* a folder for logs, spools and fake trees */
+	char pgdir[80];   /* our own cluster, when a test needs one */
+	char url[256];    /* its DATABASE_URL */
+	pid_t collector, child;
+	char cg[4][2 * CG_PATH_MAX]; /* real cgroups made (removed in reverse) */
+	int ncg;
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof *f);
+	if (f == NULL)
+		return -1;
+	snprintf(f->tmp, sizeof f->tmp, "/tmp/meter-coll-XXXXXX");
+	/* searchable by others: the test cluster's server runs as "postgres" */
+	if (mkdtemp(f->tmp) == NULL || chmod(f->tmp, 0711) != 0) {
+		free(f);
+		return -1;
+	}
+	*state = f;
+	return 0;
+}
+
+static void pg(struct fx *f, const char *cmd)
+{
+	char line[512];
+	snprintf(line, sizeof line, "METER_PG_DIR='%s' bash '%s/scripts/pg.sh' %s >/dev/null",
+	         f->pgdir, METER_SOURCE_DIR, cmd);
+	if (system(line) != 0)
+		fail_msg("scripts/pg.sh %s failed", cmd);
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	int st;
+	if (f->child > 0) {
+		kill(f->child, SIGKILL);
+		waitpid(f->child, &st, 0);
+	}
+	if (f->collector > 0) {
+		kill(f->collector, SIGKILL);
+		waitpid(f->collector, &st, 0);
+	}
+	for (int i = f->ncg - 1; i >= 0; i--)
+		if (rmdir(f->cg[i]) != 0 && errno != ENOENT)
+			fprintf(stderr, "could not remove cgroup %s: %s\n", f->cg[i],
+			        strerror(errno));
+	testdb_drop(&f->db);
+	if (f->pgdir[0]) {
+		char line[512];
+		snprintf(line, sizeof line,
+		         "METER_PG_DIR='%s' bash '%s/scripts/pg.sh' destroy >/dev/null", f->pgdir,
+		         METER_SOURCE_DIR);
+		if (system(line) != 0)
+			fprintf(stderr, "could not remove the test cluster %s\n", f->pgdir);
+	}
+	fakecg_remove(f->tmp);
+	free(f);
+	return 0;
+}
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* Starts meter-collector with args (NULL-terminated), output to tmp/collector.log. */
+static pid_t collector(struct fx *f, const char *url, const char *const *args)
+{
+	char log[128];
+	const char *argv[32] = {METER_COLLECTOR_BIN};
+	int n = 1;
+	for (; args[n - 1] && n < 31; n++)
+		argv[n] = args[n - 1];
+	argv[n] = NULL;
+	snprintf(log, sizeof log, "%s/collector.log", f->tmp);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		setenv("DATABASE_URL", url, 1);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* SIGTERM, then its exit status. */
+static int stop(pid_t *pid)
+{
+	int st = 0;
+	kill(*pid, SIGTERM);
+	if (waitpid(*pid, &st, 0) != *pid)
+		return -1;
+	*pid = 0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static char *read_log(struct fx *f, char *buf, size_t len)
+{
+	char path[128];
+	snprintf(path, sizeof path, "%s/collector.log", f->tmp);
+	FILE *fp = fopen(path, "r");
+	size_t n = fp ? fread(buf, 1, len - 1, fp) : 0;
+	if (fp)
+		fclose(fp);
+	buf[n] = '\0';
+	return buf;
+}
+
+/* The sample count of the last "stopping: R rounds, S samples" line of the log. */
+static long samples_taken(struct fx *f)
+{
+	static char buf[1 << 20];
+	read_log(f, buf, sizeof buf);
+	long total = -1;
+	for (char *p = buf; (p = strstr(p, " rounds, ")) != NULL; p++)
+		total = strtol(p + 9, NULL, 10);
+	return total;
+}
+
+static long count(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	long v = -1;
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+		v = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+	else
+		fprintf(stderr, "%s: %s", sql, PQerrorMessage(c));
+	PQclear(r);
+	return v;
+}
+
+/* ---- configuration errors ---- */
+
+static void configuration_errors_exit_2_with_one_line(void **state)
+{
+	(void)state;
+	struct run_result *res = malloc(sizeof *res);
+	struct {
+		const char *args[8];
+		const char *msg;
+	} cases[] = {
+	        {{"--match", "(?<sandbox>[a-", "--once"}, "pattern does not compile at offset"},
+	        {{"--match", "sandboxes/[^/]+", "--once"}, "no named group \"sandbox\""},
+	        {{"--root", "/tmp", "--once"}, "is not a cgroup filesystem"},
+	        {{"--root", "/tmp", "--layout", "v2", "--once"}, "does not hold a v2 cgroup tree"},
+	        {{"--interval", "10 s"}, "--interval: \"10 s\" is not a duration"},
+	        {{"--interval", "1ms"}, "--interval: 1ms is out of range"},
+	        {{"--log-level", "loud"}, "--log-level"},
+	        {{"--spool-max-mib", "0"}, "--spool-max-mib: 0 is out of range"},
+	        {{"--host-id", "a host"}, "--host-id"},
+	        {{"--bogus"}, "unknown option \"--bogus\""},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		const char *argv[12] = {METER_COLLECTOR_BIN};
+		int n = 1;
+		for (int k = 0; cases[i].args[k]; k++)
+			argv[n++] = cases[i].args[k];
+		argv[n] = NULL;
+		run_program(argv, "postgresql:///none?host=/nonexistent", res);
+		if (res->status != 2 || run_lines(res->err) != 1 || !strstr(res->err, cases[i].msg))
+			fail_msg("case %zu: status %d, stderr \"%s\"", i, res->status, res->err);
+	}
+	free(res);
+}
+
+/* ---- real cgroups ---- */
+
+static void make_cgroup(struct fx *f, const char *dir, const char *rel)
+{
+	char path[CG_PATH_MAX * 2];
+	if (dir[0] == '\0')
+		return;
+	snprintf(path, sizeof path, "%s/%s", dir, rel);
+	if (mkdir(path, 0755) != 0 && errno != EEXIST)
+		fail_msg("cannot make cgroup \"%s\": %s (this test needs root and a writable "
+		         "cgroup hierarchy)",
+		         path, strerror(errno));
+	snprintf(f->cg[f->ncg++], sizeof f->cg[0], "%s", path);
+}
+
+static void join_cgroup(const char *dir, const char *rel)
+{
+	char path[CG_PATH_MAX * 2], pid[32];
+	if (dir[0] == '\0')
+		return;
+	snprintf(path, sizeof path, "%s/%s/cgroup.procs", dir, rel);
+	snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+	int fd = open(path, O_WRONLY);
+	if (fd < 0 || write(fd, pid, strlen(pid)) < 0)
+		_exit(3);
+	close(fd);
+}
+
+static int64_t cgroup_cpu(const struct cg_layout *l, const char *rel)
+{
+	struct cg_handle h;
+	struct cg_reading r;
+	assert_int_equal(cg_open(&h, l, rel), CG_OK);
+	assert_int_equal(cg_read(&h, &r, NULL), CG_OK);
+	cg_close(&h);
+	return r.cpu_usage_us;
+}
+
+static void real_cgroup_cpu_in_postgres_equals_the_kernel_counter(void **state)
+{
+	struct fx *f = *state;
+	struct cg_layout l;
+	char err[512], holder[64], rel[128], pattern[128], spool[128], sql[512];
+	if (!layout_find("/sys/fs/cgroup", "auto", NULL, &l, err, sizeof err))
+		fail_msg("this machine's cgroups cannot be found: %s", err);
+	assert_true(testdb_create_migrated(&f->db, "realcg"));
+	snprintf(holder, sizeof holder, "meter-test-%d", (int)getpid());
+	snprintf(rel, sizeof rel, "%s/sb-real", holder);
+	const char *primary = cg_layout_primary(&l);
+	make_cgroup(f, primary, holder);
+	make_cgroup(f, primary, rel);
+	if (l.memory[0] && strcmp(l.memory, primary) != 0) {
+		make_cgroup(f, l.memory, holder);
+		make_cgroup(f, l.memory, rel);
+	}
+	snprintf(pattern, sizeof pattern, "%s/(?<sandbox>[^/]+)", holder);
+	snprintf(spool, sizeof spool, "%s/spool", f->tmp);
+	const char *args[] = {"--root", "/sys/fs/cgroup", "--match", pattern,     "--interval",
+	                      "5s",     "--spool",        spool,     "--host-id", "test",
+	                      NULL};
+	f->collector = collector(f, f->db.url, args);
+	sleep_ms(500); /* found, first sample taken */
+
+	/* A child that moves itself into the cgroup and spins for 2 s. */
+	f->child = fork();
+	if (f->child == 0) {
+		join_cgroup(primary, rel);
+		if (l.memory[0] && strcmp(l.memory, primary) != 0)
+			join_cgroup(l.memory, rel);
+		int64_t end = now_us() + 2000000;
+		volatile uint64_t x = 0;
+		while (now_us() < end)
+			x++;
+		_exit(0);
+	}
+	int st;
+	assert_int_equal(waitpid(f->child, &st, 0), f->child);
+	f->child = 0;
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	sleep_ms(700);
+	int64_t term_at = now_us();
+	assert_int_equal(stop(&f->collector), 0);
+
+	int64_t kernel = cgroup_cpu(&l, rel);
+	assert_true(kernel > 1000000); /* it did spin */
+	long in_db = count(f->db.conn, "SELECT max(cpu_usage_us) FROM samples WHERE sandbox_id = "
+	                               "'sb-real'");
+	double off = (double)(kernel - in_db) / (double)kernel;
+	if (off > 0.01 || off < -0.01)
+		fail_msg("samples say %ld µs of CPU, the cgroup %lld µs", in_db, (long long)kernel);
+
+	/* The sample that saw all of it was taken when the cgroup emptied, before SIGTERM. */
+	snprintf(sql, sizeof sql,
+	         "SELECT count(*) FROM samples WHERE sandbox_id = 'sb-real' AND cpu_usage_us = %ld "
+	         "AND ts < to_timestamp(%lld / 1e6)",
+	         in_db, (long long)term_at);
+	assert_true(count(f->db.conn, sql) >= 1);
+	char *buf = malloc(1 << 16);
+	assert_non_null(
+	        strstr(read_log(f, buf, 1 << 16), "sandbox sb-real emptied: final sample taken"));
+	free(buf);
+	/* Every sample carries the cgroup's inode as its incarnation. */
+	snprintf(sql, sizeof sql, "%s/%s", primary, rel);
+	struct stat sb;
+	assert_int_equal(stat(sql, &sb), 0);
+	snprintf(sql, sizeof sql + 0, "SELECT count(*) FROM samples WHERE incarnation <> %lld",
+	         (long long)sb.st_ino);
+	assert_int_equal(count(f->db.conn, sql), 0);
+}
+
+static void a_real_cgroup_that_vanishes_reads_as_gone(void **state)
+{
+	struct fx *f = *state;
+	struct cg_layout l;
+	struct cg_handle h;
+	struct cg_reading r;
+	char err[512], rel[64];
+	assert_true(layout_find("/sys/fs/cgroup", "auto", NULL, &l, err, sizeof err));
+	snprintf(rel, sizeof rel, "meter-vanish-%d", (int)getpid());
+	make_cgroup(f, cg_layout_primary(&l), rel);
+	assert_int_equal(cg_open(&h, &l, rel), CG_OK);
+	assert_int_equal(cg_read(&h, &r, NULL), CG_OK);
+	assert_int_equal(rmdir(f->cg[0]), 0);
+	assert_int_equal(cg_read(&h, &r, NULL), CG_GONE);
+	cg_close(&h);
+}
+
+/* ---- faults, on a fake tree and a cluster of our own ---- */
+
+#define NSB 3
+
+static void own_cluster(struct fx *f)
+{
+	snprintf(f->pgdir, sizeof f->pgdir, "%s/pg", f->tmp);
+	pg(f, "start");
+	snprintf(f->url, sizeof f->url, "postgresql:///meter?host=%s/run&user=meter", f->pgdir);
+	struct run_result *res = malloc(sizeof *res);
+	const char *argv[] = {METER_BIN, "migrate", NULL};
+	run_program(argv, f->url, res);
+	if (res->status != 0)
+		fail_msg("migrate: %s", res->err);
+	free(res);
+}
+
+static void fake_sandboxes(struct fx *f, char *root, size_t len)
+{
+	assert_true(fakecg_tree(f->tmp, FAKE_V2, root, len));
+	for (int i = 0; i < NSB; i++) {
+		char rel[32];
+		snprintf(rel, sizeof rel, "sb-%d", i);
+		assert_true(fakecg_sandbox(root, FAKE_V2, rel, 0));
+	}
+}
+
+static void spin(const char *root, int64_t *cpu, int steps)
+{
+	for (int s = 0; s < steps; s++) {
+		for (int i = 0; i < NSB; i++) {
+			char rel[32];
+			snprintf(rel, sizeof rel, "sb-%d", i);
+			cpu[i] += 1000 * (i + 1);
+			assert_true(fakecg_set_cpu(root, FAKE_V2, rel, cpu[i]));
+		}
+		sleep_ms(50);
+	}
+}
+
+static PGconn *connect_to(const char *url)
+{
+	char err[512];
+	PGconn *c = db_connect(url, err, sizeof err);
+	if (c == NULL)
+		fail_msg("%s", err);
+	return c;
+}
+
+static void check_last_counters(PGconn *c, const int64_t *cpu)
+{
+	for (int i = 0; i < NSB; i++) {
+		char sql[256];
+		snprintf(sql, sizeof sql,
+		         "SELECT max(cpu_usage_us) FROM samples WHERE sandbox_id = 'sb-%d'", i);
+		assert_int_equal(count(c, sql), cpu[i]);
+	}
+}
+
+static void postgres_stopped_and_started_loses_and_doubles_nothing(void **state)
+{
+	struct fx *f = *state;
+	char root[128], spool[128];
+	int64_t cpu[NSB] = {0};
+	own_cluster(f);
+	fake_sandboxes(f, root, sizeof root);
+	snprintf(spool, sizeof spool, "%s/spool", f->tmp);
+	const char *args[] = {
+	        "--root",     root,    "--layout", "v2",  "--match",   "(?<sandbox>sb-[0-9]+)",
+	        "--interval", "200ms", "--spool",  spool, "--host-id", "t",
+	        NULL};
+	f->collector = collector(f, f->url, args);
+	spin(root, cpu, 20);
+	pg(f, "stop --immediate");
+	spin(root, cpu, 30); /* about 1.5 s of rounds go to the spool */
+	pg(f, "start");
+	spin(root, cpu, 30);
+	assert_int_equal(stop(&f->collector), 0);
+
+	long taken = samples_taken(f);
+	PGconn *c = connect_to(f->url);
+	long stored = count(c, "SELECT count(*) FROM samples");
+	long distinct =
+	        count(c, "SELECT count(DISTINCT (sandbox_id, incarnation, ts)) FROM samples");
+	check_last_counters(c, cpu);
+	PQfinish(c);
+	char *buf = malloc(1 << 20);
+	read_log(f, buf, 1 << 20);
+	assert_non_null(strstr(buf, "database away: spooled"));
+	assert_non_null(strstr(buf, "replayed"));
+	free(buf);
+	assert_true(taken > 3 * NSB);
+	assert_int_equal(stored, taken);
+	assert_int_equal(distinct, stored);
+	struct stat st;
+	assert_int_equal(stat(spool, &st), 0);
+	assert_int_equal(st.st_size, 0); /* all replayed, then emptied */
+}
+
+/* Rows in the good records of a spool file. */
+static long spool_rows(const char *path)
+{
+	static unsigned char buf[1 << 22];
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf);
+	close(fd);
+	size_t records;
+	uint64_t last;
+	bool torn;
+	size_t good = spool_scan(buf, n > 0 ? (size_t)n : 0, &records, &last, &torn);
+	long rows = 0;
+	for (size_t off = 0; off < good;) {
+		uint32_t len = (uint32_t)buf[off + 4] | (uint32_t)buf[off + 5] << 8 |
+		               (uint32_t)buf[off + 6] << 16 | (uint32_t)buf[off + 7] << 24;
+		for (size_t i = 0; i < len; i++)
+			rows += buf[off + SPOOL_HEADER + i] == '\n';
+		off += SPOOL_HEADER + len;
+	}
+	return rows;
+}
+
+static void sigkill_and_restart_with_the_same_spool_loses_and_doubles_nothing(void **state)
+{
+	struct fx *f = *state;
+	char root[128], spool[128];
+	int64_t cpu[NSB] = {0};
+	own_cluster(f);
+	fake_sandboxes(f, root, sizeof root);
+	snprintf(spool, sizeof spool, "%s/spool", f->tmp);
+	const char *args[] = {
+	        "--root",     root,    "--layout", "v2",  "--match",   "(?<sandbox>sb-[0-9]+)",
+	        "--interval", "100ms", "--spool",  spool, "--host-id", "t",
+	        NULL};
+	f->collector = collector(f, f->url, args);
+	spin(root, cpu, 10);
+	kill(f->collector, SIGKILL); /* with the database up */
+	waitpid(f->collector, NULL, 0);
+	f->collector = collector(f, f->url, args);
+	spin(root, cpu, 10);
+	pg(f, "stop --immediate");
+	spin(root, cpu, 20);
+	kill(f->collector, SIGKILL); /* mid-run, spooling, maybe in mid-append */
+	waitpid(f->collector, NULL, 0);
+	f->collector = 0;
+	long spooled = spool_rows(spool);
+	assert_true(spooled > 0);
+	pg(f, "start");
+	PGconn *c = connect_to(f->url);
+	long before = count(c, "SELECT count(*) FROM samples");
+
+	const char *once[] = {
+	        "--root",  root,  "--layout",  "v2", "--match", "(?<sandbox>sb-[0-9]+)",
+	        "--spool", spool, "--host-id", "t",  "--once",  NULL};
+	pid_t p = collector(f, f->url, once);
+	int st;
+	assert_int_equal(waitpid(p, &st, 0), p);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	long again = samples_taken(f);
+	assert_int_equal(again, NSB);
+	long after = count(c, "SELECT count(*) FROM samples");
+	assert_int_equal(after, before + spooled + again);
+	assert_int_equal(
+	        count(c, "SELECT count(DISTINCT (sandbox_id, incarnation, ts)) FROM samples"),
+	        after);
+	check_last_counters(c, cpu); /* every µs of CPU is in */
+	PQfinish(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(configuration_errors_exit_2_with_one_line),
+	        cmocka_unit_test_setup_teardown(
+	                real_cgroup_cpu_in_postgres_equals_the_kernel_counter, setup, teardown),
+	        cmocka_unit_test_setup_teardown(a_real_cgroup_that_vanishes_reads_as_gone, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(
+	                postgres_stopped_and_started_loses_and_doubles_nothing, setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                sigkill_and_restart_with_the_same_spool_loses_and_doubles_nothing, setup,
+	                teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

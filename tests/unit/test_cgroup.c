@@ -1,0 +1,259 @@
+/* cgroup files: parsers, layouts, and readings from fake v2, v1 and hybrid trees. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "collector/cgroup.h"
+#include "collector/layout.h"
+#include "tests/support/fakecg.h"
+
+#define P(s) s, strlen(s)
+
+static void keyed_files_give_only_whole_keys(void **state)
+{
+	(void)state;
+	int64_t v = -7;
+	const char *stat = "usage_usec 123\nuser_usec 100\nsystem_usec 23\n";
+	assert_true(cg_parse_keyed(P(stat), "usage_usec", &v));
+	assert_int_equal(v, 123);
+	assert_true(cg_parse_keyed(P(stat), "system_usec", &v));
+	assert_int_equal(v, 23);
+	assert_false(cg_parse_keyed(P(stat), "usage", &v)); /* a prefix of a key is no key */
+	assert_false(cg_parse_keyed(P(stat), "nice_usec", &v));
+	assert_true(cg_parse_keyed(P("anon 5\nanon_thp 9\n"), "anon_thp", &v));
+	assert_int_equal(v, 9);
+	assert_false(cg_parse_keyed(P("usage_usec -1\n"), "usage_usec", &v));
+	assert_false(cg_parse_keyed(P("usage_usec 12x\n"), "usage_usec", &v));
+	assert_false(cg_parse_keyed(P("usage_usec 99999999999999999999\n"), "usage_usec", &v));
+	assert_false(cg_parse_keyed(P("usage_usec \n"), "usage_usec", &v));
+	/* the buffer may end without a newline, and no byte past len is read */
+	assert_true(cg_parse_keyed("usage_usec 42", 13, "usage_usec", &v));
+	assert_int_equal(v, 42);
+	assert_true(cg_parse_keyed("usage_usec 4299", 12, "usage_usec", &v));
+	assert_int_equal(v, 4);
+	assert_false(cg_parse_keyed("", 0, "usage_usec", &v));
+}
+
+static void single_numbers_limits_and_quotas(void **state)
+{
+	(void)state;
+	int64_t v;
+	assert_true(cg_parse_int(P("4096\n"), &v));
+	assert_int_equal(v, 4096);
+	assert_false(cg_parse_int(P("max\n"), &v));
+	assert_false(cg_parse_int(P(""), &v));
+	assert_true(cg_parse_max(P("max\n"), &v));
+	assert_int_equal(v, CG_ABSENT);
+	assert_true(cg_parse_max(P("4294967296\n"), &v));
+	assert_int_equal(v, INT64_C(4294967296));
+	assert_false(cg_parse_max(P("maximum\n"), &v));
+	assert_true(cg_parse_cpu_max(P("max 100000\n"), &v));
+	assert_int_equal(v, CG_ABSENT);
+	assert_true(cg_parse_cpu_max(P("200000 100000\n"), &v));
+	assert_int_equal(v, 2000);
+	assert_true(cg_parse_cpu_max(P("50000 100000\n"), &v));
+	assert_int_equal(v, 500);
+	assert_false(cg_parse_cpu_max(P("200000\n"), &v));
+	assert_false(cg_parse_cpu_max(P("200000 0\n"), &v));
+	assert_false(cg_parse_cpu_max(P("x 100000\n"), &v));
+	assert_true(cg_v1_quota_millicores(-1, 100000, &v));
+	assert_int_equal(v, CG_ABSENT);
+	assert_true(cg_v1_quota_millicores(150000, 100000, &v));
+	assert_int_equal(v, 1500);
+	assert_false(cg_v1_quota_millicores(1000, 0, &v));
+}
+
+/* A fake tree per test, removed by teardown even when the test fails. */
+static char root[256];
+
+static int teardown(void **state)
+{
+	(void)state;
+	fakecg_remove(root);
+	root[0] = '\0';
+	return 0;
+}
+
+static void read_sandbox(const char *kind, enum fakecg_kind fk, struct cg_reading *r,
+                         struct cg_handle *h)
+{
+	struct cg_layout l;
+	char err[512];
+	assert_true(fakecg_tree("/tmp", fk, root, sizeof root));
+	assert_true(fakecg_sandbox(root, fk, "sandboxes/acme/sb-1", 1234567));
+	if (!layout_find(root, kind, NULL, &l, err, sizeof err))
+		fail_msg("%s", err);
+	assert_int_equal(cg_open(h, &l, "sandboxes/acme/sb-1"), CG_OK);
+	assert_true(h->inode > 0);
+	assert_int_equal(cg_read(h, r, NULL), CG_OK);
+}
+
+static void v2_tree_gives_every_figure(void **state)
+{
+	(void)state;
+	struct cg_reading r;
+	struct cg_handle h;
+	read_sandbox("v2", FAKE_V2, &r, &h);
+	assert_int_equal(r.cpu_usage_us, 1234567);
+	assert_int_equal(r.mem_current, 1048576);
+	assert_int_equal(r.mem_peak, 2097152);
+	assert_int_equal(r.mem_anon_kernel, 4096 + 1024);
+	assert_int_equal(r.mem_limit, CG_ABSENT); /* "max" */
+	assert_int_equal(r.cpu_limit_millicores, 2000);
+	int pop = -1;
+	assert_int_equal(cg_read_populated(&h, &pop), CG_OK);
+	assert_int_equal(pop, 1);
+	cg_close(&h);
+}
+
+static void v1_tree_converts_nanoseconds_and_cfs_quota(void **state)
+{
+	(void)state;
+	struct cg_reading r;
+	struct cg_handle h;
+	read_sandbox("v1", FAKE_V1, &r, &h);
+	assert_int_equal(r.cpu_usage_us, 1234567); /* cpuacct.usage is in ns */
+	assert_int_equal(r.mem_current, 1048576);
+	assert_int_equal(r.mem_peak, 2097152);
+	assert_int_equal(r.mem_anon_kernel, 8192 + 4096); /* total_rss + kmem */
+	assert_int_equal(r.mem_limit, INT64_C(4294967296));
+	assert_int_equal(r.cpu_limit_millicores, 2000);
+	int pop;
+	assert_int_equal(cg_read_populated(&h, &pop), CG_ERROR); /* v1 has no cgroup.events */
+	cg_close(&h);
+}
+
+static void hybrid_tree_takes_cpu_from_v2_and_memory_from_v1(void **state)
+{
+	(void)state;
+	struct cg_reading r;
+	struct cg_handle h;
+	read_sandbox("hybrid", FAKE_HYBRID, &r, &h);
+	assert_true(h.cpu_v2);
+	assert_false(h.mem_v2);
+	assert_int_equal(r.cpu_usage_us, 1234567);
+	assert_int_equal(r.mem_current, 1048576);
+	assert_int_equal(r.mem_limit, INT64_C(4294967296));
+	assert_int_equal(r.cpu_limit_millicores, CG_ABSENT); /* quota -1 */
+	cg_close(&h);
+}
+
+static void a_file_the_host_lacks_is_absent_never_zero(void **state)
+{
+	(void)state;
+	struct cg_reading r;
+	struct cg_handle h;
+	struct cg_layout l;
+	char err[512], path[512];
+	assert_true(fakecg_tree("/tmp", FAKE_V2, root, sizeof root));
+	assert_true(fakecg_sandbox(root, FAKE_V2, "sb-1", 5));
+	snprintf(path, sizeof path, "%s/sb-1/memory.peak", root);
+	assert_int_equal(unlink(path), 0); /* kernels before 5.19 have no memory.peak */
+	snprintf(path, sizeof path, "%s/sb-1/cpu.max", root);
+	assert_int_equal(unlink(path), 0);
+	assert_true(
+	        fakecg_write(root, "", "sb-1", "memory.stat", "anon 10\nfile 3\n")); /* no kernel */
+	assert_true(layout_find(root, "v2", NULL, &l, err, sizeof err));
+	assert_int_equal(cg_open(&h, &l, "sb-1"), CG_OK);
+	assert_int_equal(cg_read(&h, &r, NULL), CG_OK);
+	assert_int_equal(r.cpu_usage_us, 5);
+	assert_int_equal(r.mem_peak, CG_ABSENT);
+	assert_int_equal(r.cpu_limit_millicores, CG_ABSENT);
+	assert_int_equal(r.mem_anon_kernel, CG_ABSENT);
+	assert_int_equal(r.mem_current, 1048576);
+	cg_close(&h);
+
+	/* without CPU usage it is no sandbox at all */
+	snprintf(path, sizeof path, "%s/sb-1/cpu.stat", root);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(cg_open(&h, &l, "sb-1"), CG_GONE);
+	assert_int_equal(cg_open(&h, &l, "no-such"), CG_GONE);
+}
+
+static void garbage_in_a_counter_is_bad_data_and_changes_nothing(void **state)
+{
+	(void)state;
+	struct cg_reading r = {.cpu_usage_us = 77};
+	struct cg_handle h;
+	struct cg_layout l;
+	char err[512];
+	const char *which = NULL;
+	assert_true(fakecg_tree("/tmp", FAKE_V2, root, sizeof root));
+	assert_true(fakecg_sandbox(root, FAKE_V2, "sb-1", 5));
+	assert_true(layout_find(root, "v2", NULL, &l, err, sizeof err));
+	assert_int_equal(cg_open(&h, &l, "sb-1"), CG_OK);
+	assert_true(fakecg_write(root, "", "sb-1", "cpu.stat", "usage_usec banana\n"));
+	assert_int_equal(cg_read(&h, &r, &which), CG_BADDATA);
+	assert_string_equal(which, "cpu usage");
+	assert_int_equal(r.cpu_usage_us, 77);
+	cg_close(&h);
+}
+
+static void layouts_are_checked_and_a_plain_folder_is_refused(void **state)
+{
+	(void)state;
+	struct cg_layout l;
+	char err[512];
+	assert_true(fakecg_tree("/tmp", FAKE_V1, root, sizeof root));
+	assert_false(layout_find(root, "v2", NULL, &l, err, sizeof err));
+	assert_non_null(strstr(err, "does not hold a v2 cgroup tree"));
+	assert_true(layout_find(root, "v1", NULL, &l, err, sizeof err));
+	assert_string_equal(layout_name(&l), "v1");
+	assert_false(layout_find(root, "v3", NULL, &l, err, sizeof err));
+	assert_non_null(strstr(err, "not one of auto, v2, v1, hybrid"));
+	/* auto reads the mount table: a folder in /tmp is no cgroup filesystem */
+	assert_false(layout_find(root, "auto", NULL, &l, err, sizeof err));
+	assert_non_null(strstr(err, "is not a cgroup filesystem"));
+}
+
+static void mountinfo_of_a_hybrid_host_is_understood(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/meter-mountinfo-XXXXXX", err[512];
+	struct cg_layout l;
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	const char *text =
+	        "30 22 0:27 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+	        "31 30 0:28 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+	        "32 30 0:29 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct\n"
+	        "34 30 0:31 / /sys/fs/cgroup/memory rw,relatime shared:9 - cgroup cgroup "
+	        "rw,memory\n"
+	        "40 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n"
+	        "41 22 0:38 / /mnt/other\\040place rw - cgroup2 cgroup2 rw\n";
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	bool ok = layout_find("/sys/fs/cgroup", "auto", path, &l, err, sizeof err);
+	unlink(path);
+	assert_true(ok);
+	assert_string_equal(l.v2, "/sys/fs/cgroup/unified");
+	assert_string_equal(l.cpuacct, "/sys/fs/cgroup/cpuacct");
+	assert_string_equal(l.cpu, "/sys/fs/cgroup/cpu");
+	assert_string_equal(l.memory, "/sys/fs/cgroup/memory");
+	assert_string_equal(layout_name(&l), "hybrid");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(keyed_files_give_only_whole_keys),
+	        cmocka_unit_test(single_numbers_limits_and_quotas),
+	        cmocka_unit_test_teardown(v2_tree_gives_every_figure, teardown),
+	        cmocka_unit_test_teardown(v1_tree_converts_nanoseconds_and_cfs_quota, teardown),
+	        cmocka_unit_test_teardown(hybrid_tree_takes_cpu_from_v2_and_memory_from_v1,
+	                                  teardown),
+	        cmocka_unit_test_teardown(a_file_the_host_lacks_is_absent_never_zero, teardown),
+	        cmocka_unit_test_teardown(garbage_in_a_counter_is_bad_data_and_changes_nothing,
+	                                  teardown),
+	        cmocka_unit_test_teardown(layouts_are_checked_and_a_plain_folder_is_refused,
+	                                  teardown),
+	        cmocka_unit_test(mountinfo_of_a_hybrid_host_is_understood),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,229 @@
+/* Discovery on fake trees: the pattern, the account, inotify, rescans, emptying. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "collector/collector.h"
+#include "common/log.h"
+#include "tests/support/fakecg.h"
+
+static char root[256], spool[300];
+static struct collector c;
+static bool inited;
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (inited)
+		collector_free(&c);
+	inited = false;
+	fakecg_remove(root);
+	unlink(spool);
+	root[0] = '\0';
+	return 0;
+}
+
+static void start(enum fakecg_kind kind, const char *layout, const char *pattern)
+{
+	char err[512];
+	assert_true(fakecg_tree("/tmp", kind, root, sizeof root));
+	snprintf(spool, sizeof spool, "%s.spool", root);
+	struct collector_config cfg = {
+	        .root = root,
+	        .layout = layout,
+	        .match = pattern,
+	        .host = "test-host",
+	        .spool_path = spool,
+	        .spool_max = 1 << 20,
+	        .db_url = "postgresql:///none?host=/nonexistent&connect_timeout=1",
+	        .db_role = "",
+	};
+	if (!collector_init(&c, &cfg, err, sizeof err))
+		fail_msg("%s", err);
+	inited = true;
+}
+
+/* Waits up to ms for inotify, then lets the collector handle what came. */
+static void wait_events(int ms)
+{
+	struct pollfd p = {c.inotify_fd, POLLIN, 0};
+	if (poll(&p, 1, ms) > 0)
+		collector_events(&c);
+}
+
+#define PATTERN "sandboxes/(?<account>[^/]+)/(?<sandbox>[^/]+)"
+
+static void the_pattern_finds_sandboxes_and_their_accounts(void **state)
+{
+	(void)state;
+	start(FAKE_V2, "v2", PATTERN);
+	assert_true(fakecg_sandbox(root, FAKE_V2, "sandboxes/acme/sb-1", 10));
+	assert_true(fakecg_sandbox(root, FAKE_V2, "sandboxes/globex/sb-2", 20));
+	assert_true(fakecg_sandbox(root, FAKE_V2, "system.slice/cron.service", 30));
+	assert_true(fakecg_sandbox(root, FAKE_V2, "sandboxes/acme", 0) || true);
+	assert_true(fakecg_sandbox(root, FAKE_V2, "sandboxes/acme/bad id!", 5)); /* not an id */
+	collector_scan(&c);
+	assert_int_equal(c.nsandboxes, 2);
+	struct sandbox *a = collector_find(&c, "sandboxes/acme/sb-1");
+	struct sandbox *b = collector_find(&c, "sandboxes/globex/sb-2");
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_string_equal(a->id, "sb-1");
+	assert_string_equal(a->account, "acme");
+	assert_string_equal(b->account, "globex");
+	/* only folders on the way to sandboxes are watched: not system.slice */
+	for (size_t i = 0; i < c.nholders; i++)
+		assert_null(strstr(c.holders[i].rel, "system.slice"));
+	collector_round(&c);
+	assert_int_equal(c.batch.rows, 2);
+	assert_non_null(strstr(c.batch.buf, "sb-1\t"));
+	assert_non_null(strstr(c.batch.buf, "\tacme\ttest-host\t10\t"));
+}
+
+static void a_pattern_without_account_leaves_it_null(void **state)
+{
+	(void)state;
+	start(FAKE_V1, "v1", "machine\\.slice/(?<sandbox>vm-[0-9]+)\\.scope");
+	assert_true(fakecg_sandbox(root, FAKE_V1, "machine.slice/vm-7.scope", 99));
+	assert_true(fakecg_sandbox(root, FAKE_V1, "machine.slice/vm-x.scope", 99));
+	collector_scan(&c);
+	assert_int_equal(c.nsandboxes, 1);
+	assert_string_equal(c.sandboxes[0]->id, "vm-7");
+	assert_string_equal(c.sandboxes[0]->account, "");
+	collector_round(&c);
+	assert_non_null(strstr(c.batch.buf, "vm-7\t"));
+	assert_non_null(strstr(c.batch.buf, "\t\\N\ttest-host\t99\t"));
+}
+
+static void a_new_cgroup_is_found_by_inotify_at_once(void **state)
+{
+	(void)state;
+	start(FAKE_V2, "v2", PATTERN);
+	collector_scan(&c);
+	assert_int_equal(c.nsandboxes, 0);
+	/* a new account folder, then a sandbox in it: no rescan, only events */
+	assert_true(fakecg_sandbox(root, FAKE_V2, "sandboxes/initech/sb-3", 1));
+	for (int i = 0; i < 20 && c.nsandboxes == 0; i++)
+		wait_events(100);
+	assert_int_equal(c.nsandboxes, 1);
+	assert_string_equal(c.sandboxes[0]->account, "initech");
+	assert_true(fakecg_sandbox(root, FAKE_V2, "sandboxes/initech/sb-4", 1));
+	for (int i = 0; i < 20 && c.nsandboxes == 1; i++)
+		wait_events(100);
+	assert_int_equal(c.nsandboxes, 2);
+}
+
+static void a_removed_cgroup_is_retired_and_a_new_incarnation_is_a_new_series(void **state)
+{
+	(void)state;
+	char path[512];
+	start(FAKE_V2, "v2", PATTERN);
+	assert_true(fakecg_sandbox(root, FAKE_V2, "sandboxes/acme/sb-1", 10));
+	collector_scan(&c);
+	assert_int_equal(c.nsandboxes, 1);
+	int64_t first = c.sandboxes[0]->h.inode;
+	/* Moved out of the way rather than deleted, so that the file system cannot hand
+	 * the same inode number straight back (ext4 would; cgroupfs never does). */
+	char aside[512];
+	snprintf(path, sizeof path, "%s/sandboxes/acme/sb-1", root);
+	snprintf(aside, sizeof aside, "%s/old-sb-1", root);
+	assert_int_equal(rename(path, aside), 0);
+	for (int i = 0; i < 20 && c.nsandboxes == 1; i++)
+		wait_events(100);
+	assert_int_equal(c.nsandboxes, 0);
+	assert_int_equal(c.stats.retired, 1);
+	/* made again under the same id: a new inode, a new incarnation */
+	assert_true(fakecg_sandbox(root, FAKE_V2, "sandboxes/acme/sb-1", 0));
+	for (int i = 0; i < 20 && c.nsandboxes == 0; i++)
+		wait_events(100);
+	assert_int_equal(c.nsandboxes, 1);
+	assert_true(c.sandboxes[0]->h.inode != first);
+}
+
+static void a_rescan_catches_what_events_missed(void **state)
+{
+	(void)state;
+	char path[512];
+	start(FAKE_HYBRID, "hybrid", PATTERN);
+	collector_scan(&c);
+	assert_true(fakecg_sandbox(root, FAKE_HYBRID, "sandboxes/acme/sb-1", 10));
+	/* drop the events unread, as after a queue overflow */
+	char buf[65536];
+	while (read(c.inotify_fd, buf, sizeof buf) > 0)
+		;
+	assert_int_equal(c.nsandboxes, 0);
+	collector_scan(&c);
+	assert_int_equal(c.nsandboxes, 1);
+	snprintf(path, sizeof path, "%s/unified/sandboxes/acme/sb-1", root);
+	assert_true(fakecg_remove(path));
+	while (read(c.inotify_fd, buf, sizeof buf) > 0)
+		;
+	collector_scan(&c);
+	assert_int_equal(c.nsandboxes, 0);
+}
+
+static void an_emptied_cgroup_gets_a_final_sample_at_once(void **state)
+{
+	(void)state;
+	start(FAKE_V2, "v2", PATTERN);
+	assert_true(fakecg_sandbox(root, FAKE_V2, "sandboxes/acme/sb-1", 10));
+	collector_scan(&c);
+	assert_true(fakecg_set_cpu(root, FAKE_V2, "sandboxes/acme/sb-1", 4242));
+	assert_true(fakecg_set_populated(root, FAKE_V2, "sandboxes/acme/sb-1", 0));
+	for (int i = 0; i < 20 && c.stats.final_samples == 0; i++)
+		wait_events(100);
+	assert_int_equal(c.stats.final_samples, 1);
+	/* no database here: the final sample went straight to the spool */
+	assert_int_equal(c.stats.spooled_batches, 1);
+	assert_int_equal(c.spool.records, 1);
+	assert_int_equal(c.batch.rows, 0);
+	/* a second event while still empty takes no second final sample */
+	assert_true(fakecg_set_populated(root, FAKE_V2, "sandboxes/acme/sb-1", 0));
+	wait_events(300);
+	assert_int_equal(c.stats.final_samples, 1);
+}
+
+static void configuration_errors_are_one_clear_line(void **state)
+{
+	(void)state;
+	char err[512];
+	struct collector_config cfg = {.root = "/tmp",
+	                               .layout = "v2",
+	                               .match = "(?<sandbox>[a-",
+	                               .host = "h",
+	                               .db_role = ""};
+	assert_false(collector_init(&c, &cfg, err, sizeof err));
+	assert_non_null(strstr(err, "--match: pattern does not compile at offset "));
+	assert_non_null(strstr(err, "missing terminating ]"));
+	cfg.match = "sandboxes/(?<id>[^/]+)";
+	assert_false(collector_init(&c, &cfg, err, sizeof err));
+	assert_non_null(strstr(err, "no named group \"sandbox\""));
+	cfg.match = "(?<sandbox>x)";
+	cfg.host = "bad host";
+	assert_false(collector_init(&c, &cfg, err, sizeof err));
+	assert_non_null(strstr(err, "--host-id"));
+}
+
+int main(void)
+{
+	log_init("test", LOG_ERROR, false);
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_teardown(the_pattern_finds_sandboxes_and_their_accounts, teardown),
+	        cmocka_unit_test_teardown(a_pattern_without_account_leaves_it_null, teardown),
+	        cmocka_unit_test_teardown(a_new_cgroup_is_found_by_inotify_at_once, teardown),
+	        cmocka_unit_test_teardown(
+	                a_removed_cgroup_is_retired_and_a_new_incarnation_is_a_new_series,
+	                teardown),
+	        cmocka_unit_test_teardown(a_rescan_catches_what_events_missed, teardown),
+	        cmocka_unit_test_teardown(an_emptied_cgroup_gets_a_final_sample_at_once, teardown),
+	        cmocka_unit_test(configuration_errors_are_one_clear_line),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
