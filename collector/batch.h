@@ -25,6 +25,8 @@ struct batch {
 	char *buf;
 	size_t len, cap;
 	size_t rows;
+	int64_t stamp_sec; /* the second whose text is in stamp */
+	char stamp[24];    /* "YYYY-MM-DDTHH:MM:SS" of stamp_sec */
 };
 
 /* Appends one row. account may be "" (NULL). False when out of memory (batch unchanged). */

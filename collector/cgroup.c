@@ -220,7 +220,7 @@ static bool parse_signed(const char *buf, size_t len, int64_t *out)
 	return cg_parse_int(buf, len, out);
 }
 
-enum cg_status cg_read(const struct cg_handle *h, struct cg_reading *r, const char **which_file)
+enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **which_file)
 {
 	static const char *const names[CG_NFILES] = {
 	        "cpu usage",     "memory current", "memory peak", "memory.stat",  "memory limit",
@@ -232,8 +232,11 @@ enum cg_status cg_read(const struct cg_handle *h, struct cg_reading *r, const ch
 	                         .mem_limit = CG_ABSENT,
 	                         .cpu_limit_millicores = CG_ABSENT};
 	int64_t period = 0, kmem = CG_ABSENT;
+	bool limits = h->limit_age == 0;
 	for (int f = 0; f < CG_EVENTS; f++) {
 		if (h->fd[f] < 0)
+			continue;
+		if (!limits && (f == CG_MEM_MAX || f == CG_CPU_MAX || f == CG_CPU_PERIOD))
 			continue;
 		ssize_t n = read_file(h->fd[f], buf, sizeof buf);
 		if (n < 0) {
@@ -292,7 +295,7 @@ enum cg_status cg_read(const struct cg_handle *h, struct cg_reading *r, const ch
 			return CG_BADDATA;
 		}
 	}
-	if (!h->cpumax_v2 && h->fd[CG_CPU_MAX] >= 0) {
+	if (limits && !h->cpumax_v2 && h->fd[CG_CPU_MAX] >= 0) {
 		int64_t quota = out.cpu_limit_millicores;
 		if (!cg_v1_quota_millicores(quota, period, &out.cpu_limit_millicores)) {
 			if (which_file)
@@ -303,6 +306,15 @@ enum cg_status cg_read(const struct cg_handle *h, struct cg_reading *r, const ch
 	if (!h->mem_v2 && out.mem_anon_kernel != CG_ABSENT && kmem != CG_ABSENT &&
 	    !ck_add(out.mem_anon_kernel, kmem, &out.mem_anon_kernel))
 		out.mem_anon_kernel = CG_ABSENT;
+	if (limits) {
+		h->mem_limit = out.mem_limit;
+		h->cpu_limit_millicores = out.cpu_limit_millicores;
+		h->limit_age = CG_LIMIT_EVERY;
+	} else {
+		out.mem_limit = h->mem_limit;
+		out.cpu_limit_millicores = h->cpu_limit_millicores;
+	}
+	h->limit_age--;
 	*r = out;
 	return CG_OK;
 }

@@ -29,18 +29,18 @@ bool writer_write(PGconn *c, const char *role, const char *data, size_t len, lon
 {
 	PGresult *r = NULL;
 	bool ok = false;
-	if (!exec_ok(c, "BEGIN", PGRES_COMMAND_OK, "could not begin", err, errlen))
+	char sql[1024];
+	/* Three round trips: set up, COPY, insert and commit. */
+	char *q = role[0] ? PQescapeIdentifier(c, role, strlen(role)) : NULL;
+	if (role[0] && q == NULL) {
+		snprintf(err, errlen, "could not quote role \"%s\": %s", role, PQerrorMessage(c));
+		err[strcspn(err, "\n")] = '\0';
 		return false;
-	if (role[0]) {
-		char *q = PQescapeIdentifier(c, role, strlen(role));
-		char sql[256];
-		snprintf(sql, sizeof sql, "SET LOCAL ROLE %s", q ? q : "\"\"");
-		PQfreemem(q);
-		if (!exec_ok(c, sql, PGRES_COMMAND_OK, "could not take the collector role", err,
-		             errlen))
-			goto out;
 	}
-	if (!exec_ok(c, STAGING, PGRES_COMMAND_OK, "could not make the staging table", err, errlen))
+	snprintf(sql, sizeof sql, "BEGIN; %s%s%s" STAGING, q ? "SET LOCAL ROLE " : "", q ? q : "",
+	         q ? "; " : "");
+	PQfreemem(q);
+	if (!exec_ok(c, sql, PGRES_COMMAND_OK, "could not prepare to write samples", err, errlen))
 		goto out;
 	r = PQexec(c, "COPY meter_staging (" BATCH_COLUMNS ") FROM STDIN");
 	if (!db_check(r, PGRES_COPY_IN, "could not start COPY", err, errlen))
@@ -49,22 +49,46 @@ bool writer_write(PGconn *c, const char *role, const char *data, size_t len, lon
 	r = NULL;
 	if (PQputCopyData(c, data, (int)len) != 1 || PQputCopyEnd(c, NULL) != 1) {
 		snprintf(err, errlen, "could not send samples: %s", PQerrorMessage(c));
+		err[strcspn(err, "\n")] = '\0';
 		goto out;
 	}
 	r = PQgetResult(c);
 	if (!db_check(r, PGRES_COMMAND_OK, "COPY of samples failed", err, errlen))
 		goto out;
 	PQclear(r);
-	r = PQexec(c, "INSERT INTO samples (" BATCH_COLUMNS ") SELECT " BATCH_COLUMNS
-	              " FROM meter_staging ON CONFLICT DO NOTHING");
-	if (!db_check(r, PGRES_COMMAND_OK, "could not insert samples", err, errlen))
+	while ((r = PQgetResult(c)) != NULL) /* the end of the COPY command */
+		PQclear(r);
+	/* The INSERT's row count comes back with the COMMIT's result: send both at once. */
+	if (!PQsendQuery(c, "INSERT INTO samples (" BATCH_COLUMNS ") SELECT " BATCH_COLUMNS
+	                    " FROM meter_staging ON CONFLICT DO NOTHING; COMMIT")) {
+		snprintf(err, errlen, "could not insert samples: %s", PQerrorMessage(c));
+		err[strcspn(err, "\n")] = '\0';
 		goto out;
-	int64_t n = 0;
-	(void)meter_decimal_parse(PQcmdTuples(r), 0, false, &n);
-	*inserted = (long)n;
-	PQclear(r);
+	}
+	int64_t n = -1;
+	bool committed = false, failed = false;
+	while ((r = PQgetResult(c)) != NULL) {
+		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+			if (!failed)
+				db_check(r, PGRES_COMMAND_OK, "could not insert samples", err,
+				         errlen);
+			failed = true;
+		} else if (strcmp(PQcmdStatus(r), "COMMIT") == 0) {
+			committed = true;
+		} else if (meter_decimal_parse(PQcmdTuples(r), 0, false, &n) != METER_OK) {
+			n = -1;
+		}
+		PQclear(r);
+	}
 	r = NULL;
-	ok = exec_ok(c, "COMMIT", PGRES_COMMAND_OK, "could not commit samples", err, errlen);
+	if (failed)
+		goto out;
+	if (!committed) {
+		snprintf(err, errlen, "could not commit samples: the server did not say COMMIT");
+		goto out;
+	}
+	*inserted = (long)n;
+	ok = true;
 out:
 	PQclear(r);
 	/* Drain what a failed COPY may have left, then roll back. */
