@@ -395,19 +395,33 @@ static void check_last_counters(PGconn *c, const int64_t *cpu)
 	}
 }
 
+/* Our own cluster, NSB fake sandboxes and a collector sampling them. */
+struct faults {
+	char root[128], spool[128];
+	int64_t cpu[NSB];
+	const char *args[16];
+};
+
+static void start_faults(struct fx *f, struct faults *x, const char *interval)
+{
+	own_cluster(f);
+	fake_sandboxes(f, x->root, sizeof x->root);
+	snprintf(x->spool, sizeof x->spool, "%s/spool", f->tmp);
+	const char *args[] = {
+	        "--root",     x->root,  "--layout", "v2",     "--match",   "(?<sandbox>sb-[0-9]+)",
+	        "--interval", interval, "--spool",  x->spool, "--host-id", "t",
+	        NULL};
+	memcpy(x->args, args, sizeof args);
+	f->collector = collector(f, f->url, x->args);
+}
+
 static void postgres_stopped_and_started_loses_and_doubles_nothing(void **state)
 {
 	struct fx *f = *state;
-	char root[128], spool[128];
-	int64_t cpu[NSB] = {0};
-	own_cluster(f);
-	fake_sandboxes(f, root, sizeof root);
-	snprintf(spool, sizeof spool, "%s/spool", f->tmp);
-	const char *args[] = {
-	        "--root",     root,    "--layout", "v2",  "--match",   "(?<sandbox>sb-[0-9]+)",
-	        "--interval", "200ms", "--spool",  spool, "--host-id", "t",
-	        NULL};
-	f->collector = collector(f, f->url, args);
+	struct faults x = {0};
+	int64_t *cpu = x.cpu;
+	char *root = x.root, *spool = x.spool;
+	start_faults(f, &x, "200ms");
 	spin(root, cpu, 20);
 	pg(f, "stop --immediate");
 	spin(root, cpu, 30); /* about 1.5 s of rounds go to the spool */
@@ -462,16 +476,11 @@ static long spool_rows(const char *path)
 static void sigkill_and_restart_with_the_same_spool_loses_and_doubles_nothing(void **state)
 {
 	struct fx *f = *state;
-	char root[128], spool[128];
-	int64_t cpu[NSB] = {0};
-	own_cluster(f);
-	fake_sandboxes(f, root, sizeof root);
-	snprintf(spool, sizeof spool, "%s/spool", f->tmp);
-	const char *args[] = {
-	        "--root",     root,    "--layout", "v2",  "--match",   "(?<sandbox>sb-[0-9]+)",
-	        "--interval", "100ms", "--spool",  spool, "--host-id", "t",
-	        NULL};
-	f->collector = collector(f, f->url, args);
+	struct faults x = {0};
+	int64_t *cpu = x.cpu;
+	char *root = x.root, *spool = x.spool;
+	const char *const *args = x.args;
+	start_faults(f, &x, "100ms");
 	spin(root, cpu, 10);
 	kill(f->collector, SIGKILL); /* with the database up */
 	waitpid(f->collector, NULL, 0);
