@@ -239,6 +239,12 @@ enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **w
 		if (!limits && (f == CG_MEM_MAX || f == CG_CPU_MAX || f == CG_CPU_PERIOD))
 			continue;
 		ssize_t n = read_file(h->fd[f], buf, sizeof buf);
+		if (n < 0 && f != CG_CPU) {
+			/* Only CPU usage decides: another figure is then absent. */
+			if (f == CG_CPU_PERIOD)
+				period = -1;
+			continue;
+		}
 		if (n < 0) {
 			if (which_file)
 				*which_file = names[f];
@@ -289,19 +295,31 @@ enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **w
 			ok = cg_parse_int(buf, len, &period);
 			break;
 		}
-		if (!ok) {
+		if (!ok && f == CG_CPU) {
 			if (which_file)
 				*which_file = names[f];
 			return CG_BADDATA;
 		}
+		if (!ok) { /* a figure its file did not hold is absent, never a guess */
+			if (f == CG_MEM_CUR)
+				out.mem_current = CG_ABSENT;
+			else if (f == CG_MEM_PEAK)
+				out.mem_peak = CG_ABSENT;
+			else if (f == CG_MEM_MAX)
+				out.mem_limit = CG_ABSENT;
+			else if (f == CG_MEM_KMEM)
+				kmem = CG_ABSENT;
+			else if (f == CG_CPU_MAX)
+				out.cpu_limit_millicores = CG_ABSENT;
+			else if (f == CG_CPU_PERIOD)
+				period = -1;
+		}
 	}
 	if (limits && !h->cpumax_v2 && h->fd[CG_CPU_MAX] >= 0) {
 		int64_t quota = out.cpu_limit_millicores;
-		if (!cg_v1_quota_millicores(quota, period, &out.cpu_limit_millicores)) {
-			if (which_file)
-				*which_file = names[CG_CPU_MAX];
-			return CG_BADDATA;
-		}
+		if (period <= 0 || quota == CG_ABSENT ||
+		    !cg_v1_quota_millicores(quota, period, &out.cpu_limit_millicores))
+			out.cpu_limit_millicores = CG_ABSENT;
 	}
 	if (!h->mem_v2 && out.mem_anon_kernel != CG_ABSENT && kmem != CG_ABSENT &&
 	    !ck_add(out.mem_anon_kernel, kmem, &out.mem_anon_kernel))

@@ -18,7 +18,7 @@
 
 #define CG_ABSENT   INT64_C(-1)
 #define CG_PATH_MAX 1024
-#define CG_ID_MAX   128
+#define CG_ID_MAX   129 /* 128 characters and the NUL */
 
 /* Where a host keeps its hierarchies; "" for one it does not have. */
 struct cg_layout {

@@ -203,6 +203,10 @@ static void add_sandbox(struct collector *c, const char *rel, const char *id, co
 	if (sb->h.fd[CG_EVENTS] >= 0) {
 		snprintf(path, sizeof path, "%s/%s/cgroup.events", c->layout.v2, rel);
 		sb->events_wd = inotify_add_watch(c->inotify_fd, path, IN_MODIFY);
+		if (sb->events_wd < 0)
+			log_warn("sandbox %s: could not watch \"%s\": %s; its last interval "
+			         "waits for the next round",
+			         id, path, strerror(errno));
 	}
 	c->sandboxes[c->nsandboxes++] = sb;
 	log_info("sandbox %s (account %s, incarnation %lld) found at \"%s\"", id,

@@ -103,14 +103,15 @@ static bool has_option(const char *opts, const char *want)
 static bool by_mounts(const char *root, const char *mountinfo, struct cg_layout *l, char *err,
                       size_t errlen)
 {
-	char real[CG_PATH_MAX];
-	if (realpath(root, real) == NULL) {
+	char *real = realpath(root, NULL);
+	if (real == NULL) {
 		snprintf(err, errlen, "--root \"%s\": %s", root, strerror(errno));
 		return false;
 	}
 	FILE *f = fopen(mountinfo ? mountinfo : "/proc/self/mountinfo", "re");
 	if (f == NULL) {
 		snprintf(err, errlen, "could not read mountinfo: %s", strerror(errno));
+		free(real);
 		return false;
 	}
 	char line[4096];
@@ -150,6 +151,7 @@ static bool by_mounts(const char *root, const char *mountinfo, struct cg_layout 
 		}
 	}
 	fclose(f);
+	free(real);
 	if (l->v2[0] == '\0' && l->cpuacct[0] == '\0') {
 		snprintf(err, errlen,
 		         "--root \"%s\" is not a cgroup filesystem and holds no cgroup2 or v1 "

@@ -82,8 +82,12 @@ static void copy_group(struct matcher *m, int group, char *out)
 {
 	PCRE2_SIZE len = CG_ID_MAX;
 	out[0] = '\0';
-	if (group > 0 &&
-	    pcre2_substring_copy_bynumber(m->md, (uint32_t)group, (PCRE2_UCHAR *)out, &len) != 0)
+	if (group <= 0)
+		return;
+	int rc = pcre2_substring_copy_bynumber(m->md, (uint32_t)group, (PCRE2_UCHAR *)out, &len);
+	if (rc == PCRE2_ERROR_NOMEMORY) /* longer than any id: say so, it fails id_valid */
+		snprintf(out, CG_ID_MAX, "(longer than %d characters)", CG_ID_MAX - 1);
+	else if (rc != 0)
 		out[0] = '\0';
 }
 

@@ -45,40 +45,107 @@ static uint32_t record_crc(const unsigned char *seq8, const unsigned char *data,
 	return (uint32_t)c;
 }
 
-size_t spool_scan(const unsigned char *buf, size_t len, size_t *records, uint64_t *last_seq,
-                  bool *torn)
+static uint32_t header_crc(const unsigned char *h)
+{
+	return (uint32_t)crc32(crc32(0L, Z_NULL, 0), h, 20);
+}
+
+/* Where records are read from: a buffer (tests, fuzzing) or the file. */
+struct source {
+	const unsigned char *buf;
+	int fd;
+	size_t len;
+};
+
+static bool src_read(const struct source *s, size_t off, unsigned char *out, size_t n)
+{
+	if (off > s->len || n > s->len - off)
+		return false;
+	if (s->buf) {
+		memcpy(out, s->buf + off, n);
+		return true;
+	}
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = pread(s->fd, out + got, n - got, (off_t)(off + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		got += (size_t)r;
+	}
+	return true;
+}
+
+/* True when everything from off to the end is zero bytes (a file extended by a crash). */
+static bool zeros_to_end(const struct source *s, size_t off)
+{
+	unsigned char chunk[4096];
+	while (off < s->len) {
+		size_t n = s->len - off < sizeof chunk ? s->len - off : sizeof chunk;
+		if (!src_read(s, off, chunk, n))
+			return false;
+		for (size_t i = 0; i < n; i++)
+			if (chunk[i])
+				return false;
+		off += n;
+	}
+	return true;
+}
+
+static size_t scan(const struct source *src, size_t *records, uint64_t *last_seq, bool *torn)
 {
 	size_t off = 0, n = 0;
 	uint64_t last = 0;
+	unsigned char *payload = NULL;
 	*torn = false;
-	while (off < len) {
-		const unsigned char *h = buf + off;
-		size_t left = len - off;
+	while (off < src->len) {
+		unsigned char h[SPOOL_HEADER];
+		size_t left = src->len - off;
 		if (left < SPOOL_HEADER) {
 			*torn = true; /* a header cut short can only be the last record */
 			break;
 		}
+		if (!src_read(src, off, h, SPOOL_HEADER))
+			break;
+		if (header_crc(h) != get32(h + 20) || memcmp(h, MAGIC, 4) != 0) {
+			*torn = zeros_to_end(src, off); /* zeros: the crash extended the file */
+			break;
+		}
 		uint32_t rlen = get32(h + 4);
 		uint64_t seq = get64(h + 8);
-		if (memcmp(h, MAGIC, 4) != 0 || rlen > SPOOL_REC_MAX || get32(h + 20) != 0)
-			break; /* not a record: damage, unless it is the tail */
+		if (rlen > SPOOL_REC_MAX || (n > 0 && seq <= last))
+			break; /* a good header saying impossible things: damage */
 		if (left - SPOOL_HEADER < rlen) {
-			*torn = true; /* the payload runs past the end */
+			*torn = true; /* a trusted length running past the end */
 			break;
 		}
-		if (record_crc(h + 8, h + SPOOL_HEADER, rlen) != get32(h + 16)) {
-			*torn = left - SPOOL_HEADER == rlen; /* bad CRC in the last record: torn */
+		unsigned char *nb = realloc(payload, rlen ? rlen : 1);
+		if (nb == NULL)
+			break;
+		payload = nb;
+		if (!src_read(src, off + SPOOL_HEADER, payload, rlen))
+			break;
+		if (record_crc(h + 8, payload, rlen) != get32(h + 16)) {
+			*torn = left - SPOOL_HEADER ==
+			        rlen; /* bad payload in the last record: torn */
 			break;
 		}
-		if (n > 0 && seq <= last)
-			break; /* out of order: damage */
 		last = seq;
 		n++;
 		off += SPOOL_HEADER + rlen;
 	}
+	free(payload);
 	*records = n;
 	*last_seq = last;
 	return off;
+}
+
+size_t spool_scan(const unsigned char *buf, size_t len, size_t *records, uint64_t *last_seq,
+                  bool *torn)
+{
+	struct source src = {.buf = buf, .fd = -1, .len = len};
+	return scan(&src, records, last_seq, torn);
 }
 
 static bool make_parent(const char *path, char *err, size_t errlen)
@@ -99,28 +166,14 @@ static bool make_parent(const char *path, char *err, size_t errlen)
 	return true;
 }
 
-static bool read_all(int fd, unsigned char *buf, size_t len)
-{
-	size_t got = 0;
-	while (got < len) {
-		ssize_t n = pread(fd, buf + got, len - got, (off_t)got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return false;
-		got += (size_t)n;
-	}
-	return true;
-}
-
 bool spool_open(struct spool *s, const char *path, int64_t max, char *err, size_t errlen)
 {
+	static unsigned aside_seq;
 	struct stat st;
-	unsigned char *buf = NULL;
 	memset(s, 0, sizeof *s);
 	s->fd = -1;
 	s->max = max;
-	if (strlen(path) >= sizeof s->path) {
+	if (strlen(path) >= sizeof s->path - 64) {
 		snprintf(err, errlen, "spool path \"%s\" is too long", path);
 		return false;
 	}
@@ -133,17 +186,10 @@ bool spool_open(struct spool *s, const char *path, int64_t max, char *err, size_
 		goto fail;
 	}
 	size_t len = (size_t)st.st_size;
-	buf = malloc(len ? len : 1);
-	if (buf == NULL || !read_all(s->fd, buf, len)) {
-		snprintf(err, errlen, "could not read spool \"%s\": %s", path,
-		         buf ? strerror(errno) : "out of memory");
-		goto fail;
-	}
+	struct source src = {.buf = NULL, .fd = s->fd, .len = len};
 	bool torn;
-	size_t good = spool_scan(buf, len, &s->records, &s->next_seq, &torn);
+	size_t good = scan(&src, &s->records, &s->next_seq, &torn);
 	s->next_seq++;
-	free(buf);
-	buf = NULL;
 	if (good < len && torn) {
 		log_warn("spool \"%s\": dropping a torn last record (%zu bytes at offset %zu, "
 		         "left by a crash in mid-write); %zu records before it are kept",
@@ -154,11 +200,13 @@ bool spool_open(struct spool *s, const char *path, int64_t max, char *err, size_
 			goto fail;
 		}
 	} else if (good < len) {
-		char aside[1100];
-		snprintf(aside, sizeof aside, "%s.damaged-%lld", path, (long long)time(NULL));
-		log_error("spool \"%s\" is damaged at offset %zu (of %zu bytes); moved it to "
-		          "\"%s\" to be looked at, and starting a new spool",
-		          path, good, len, aside);
+		char aside[sizeof s->path + 64];
+		snprintf(aside, sizeof aside, "%s.damaged-%lld-%d-%u", path, (long long)time(NULL),
+		         (int)getpid(), aside_seq++);
+		log_error(
+		        "spool \"%s\" is damaged at offset %zu (of %zu bytes, %zu good records "
+		        "before it); moved it to \"%s\" to be looked at, and starting a new spool",
+		        path, good, len, s->records, aside);
 		if (rename(path, aside) != 0) {
 			snprintf(err, errlen, "could not move damaged spool \"%s\" aside: %s", path,
 			         strerror(errno));
@@ -168,13 +216,8 @@ bool spool_open(struct spool *s, const char *path, int64_t max, char *err, size_
 		return spool_open(s, path, max, err, errlen);
 	}
 	s->size = (int64_t)good;
-	if (lseek(s->fd, 0, SEEK_END) < 0) {
-		snprintf(err, errlen, "could not seek in spool \"%s\": %s", path, strerror(errno));
-		goto fail;
-	}
 	return true;
 fail:
-	free(buf);
 	if (s->fd >= 0)
 		close(s->fd);
 	s->fd = -1;
@@ -207,7 +250,7 @@ enum spool_result spool_append(struct spool *s, const char *data, size_t len, ch
 	put32(h + 4, (uint32_t)len);
 	put64(h + 8, s->next_seq);
 	put32(h + 16, record_crc(h + 8, (const unsigned char *)data, len));
-	put32(h + 20, 0);
+	put32(h + 20, header_crc(h));
 	struct part {
 		const void *base;
 		size_t len;
@@ -245,16 +288,31 @@ bool spool_replay(struct spool *s, spool_send_fn send, void *ctx, char *err, siz
 {
 	if (s->records == 0)
 		return true;
-	unsigned char *buf = malloc((size_t)s->size);
+	struct source src = {.buf = NULL, .fd = s->fd, .len = (size_t)s->size};
+	char *payload = NULL;
 	bool ok = false;
-	if (buf == NULL || !read_all(s->fd, buf, (size_t)s->size)) {
-		snprintf(err, errlen, "could not read spool \"%s\": %s", s->path,
-		         buf ? strerror(errno) : "out of memory");
-		goto out;
-	}
+	/* One record in memory at a time: the spool may be far larger than the memory. */
 	for (size_t off = 0; off < (size_t)s->size;) {
-		uint32_t rlen = get32(buf + off + 4);
-		if (!send(ctx, (const char *)buf + off + SPOOL_HEADER, rlen, err, errlen))
+		unsigned char h[SPOOL_HEADER];
+		if (!src_read(&src, off, h, SPOOL_HEADER)) {
+			snprintf(err, errlen, "could not read spool \"%s\": %s", s->path,
+			         strerror(errno));
+			goto out;
+		}
+		uint32_t rlen = get32(h + 4);
+		char *nb = realloc(payload, rlen ? rlen : 1);
+		if (nb == NULL) {
+			snprintf(err, errlen, "could not read spool \"%s\": out of memory",
+			         s->path);
+			goto out;
+		}
+		payload = nb;
+		if (!src_read(&src, off + SPOOL_HEADER, (unsigned char *)payload, rlen)) {
+			snprintf(err, errlen, "could not read spool \"%s\": %s", s->path,
+			         strerror(errno));
+			goto out;
+		}
+		if (!send(ctx, payload, rlen, err, errlen))
 			goto out;
 		off += SPOOL_HEADER + rlen;
 	}
@@ -268,6 +326,6 @@ bool spool_replay(struct spool *s, spool_send_fn send, void *ctx, char *err, siz
 	s->records = 0;
 	ok = true;
 out:
-	free(buf);
+	free(payload);
 	return ok;
 }

@@ -3,19 +3,23 @@
  *
  * An append-only file of records, each
  *
- *     magic "MSP1" | u32 length | u64 sequence | u32 CRC-32 | u32 0 | payload
+ *     magic "MSP1" | u32 length | u64 sequence | u32 CRC-32 | u32 header CRC | payload
  *
- * (little-endian; the CRC, zlib's, covers the sequence and the payload).
+ * (little-endian; zlib's CRC-32: the first covers the sequence and the
+ * payload, the header CRC the 20 bytes before it, so a length is trusted only
+ * when its header is whole).
  * Every append is fsync'd before it counts. The file is bounded: an append
  * that would pass the bound is refused (SPOOL_FULL) and old records are
  * never overwritten. Replay sends the records in order and empties the file
  * only after every one of them was committed; a replay cut short sends them
  * again next time, which the idempotent write makes harmless.
  *
- * Opening checks every record. A torn last record (a crash in mid-append) is
- * cut off with a log line and the records before it are kept. Damage before
- * the last record moves the whole file aside to PATH.damaged-<time> (never
- * deleted) and starts a new one.
+ * Opening checks every record, one at a time. A torn last record (a crash in
+ * mid-append: a header cut short, a whole header whose payload runs past the
+ * end, a last payload with a bad CRC, or zeros to the end) is cut off with a
+ * log line and the records before it are kept. Any other damage moves the
+ * whole file aside to PATH.damaged-<time>-<pid>-<n> (never deleted) and starts
+ * a new one. Replay, too, holds one record in memory at a time.
  */
 #ifndef COLLECTOR_SPOOL_H
 #define COLLECTOR_SPOOL_H

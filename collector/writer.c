@@ -50,6 +50,8 @@ bool writer_write(PGconn *c, const char *role, const char *data, size_t len, lon
 	if (PQputCopyData(c, data, (int)len) != 1 || PQputCopyEnd(c, NULL) != 1) {
 		snprintf(err, errlen, "could not send samples: %s", PQerrorMessage(c));
 		err[strcspn(err, "\n")] = '\0';
+		/* Leave COPY state, or libpq answers COPY_IN for ever. */
+		(void)PQputCopyEnd(c, "the collector could not send its batch");
 		goto out;
 	}
 	r = PQgetResult(c);
@@ -91,9 +93,14 @@ bool writer_write(PGconn *c, const char *role, const char *data, size_t len, lon
 	ok = true;
 out:
 	PQclear(r);
-	/* Drain what a failed COPY may have left, then roll back. */
-	while ((r = PQgetResult(c)) != NULL)
+	/* Drain what a failed COPY may have left (never looping on a COPY state), then roll back.
+	 */
+	while ((r = PQgetResult(c)) != NULL) {
+		ExecStatusType st = PQresultStatus(r);
 		PQclear(r);
+		if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH)
+			break; /* stuck in COPY: the caller drops the connection */
+	}
 	if (!ok && PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) != PQTRANS_IDLE)
 		PQclear(PQexec(c, "ROLLBACK"));
 	return ok;

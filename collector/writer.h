@@ -13,10 +13,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* Statement and lock timeout of a write, in seconds. */
+#define WRITER_TIMEOUT_S 10
+
 /*
  * Writes len bytes of COPY text. role is the role to write as ("" to keep the
  * session's). *inserted gets the rows that were new. On failure rolls back,
  * writes err, and returns false: nothing of the batch is in the database.
+ * After a failure the caller should drop the connection: it may be unusable.
  */
 bool writer_write(PGconn *c, const char *role, const char *data, size_t len, long *inserted,
                   char *err, size_t errlen);

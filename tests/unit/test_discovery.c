@@ -69,8 +69,15 @@ static void the_pattern_finds_sandboxes_and_their_accounts(void **state)
 	assert_true(fakecg_sandbox(root, FAKE_V2, "system.slice/cron.service", 30));
 	assert_true(fakecg_sandbox(root, FAKE_V2, "sandboxes/acme", 0) || true);
 	assert_true(fakecg_sandbox(root, FAKE_V2, "sandboxes/acme/bad id!", 5)); /* not an id */
+	char longest[160] = "sandboxes/acme/";
+	memset(longest + strlen(longest), 'a', 128); /* the longest id there is */
+	assert_true(fakecg_sandbox(root, FAKE_V2, longest, 7));
+	char too_long[170] = "sandboxes/acme/";
+	memset(too_long + strlen(too_long), 'b', 129);
+	assert_true(fakecg_sandbox(root, FAKE_V2, too_long, 7));
 	collector_scan(&c);
-	assert_int_equal(c.nsandboxes, 2);
+	assert_int_equal(c.nsandboxes, 3);
+	assert_non_null(collector_find(&c, longest));
 	struct sandbox *a = collector_find(&c, "sandboxes/acme/sb-1");
 	struct sandbox *b = collector_find(&c, "sandboxes/globex/sb-2");
 	assert_non_null(a);
@@ -82,7 +89,7 @@ static void the_pattern_finds_sandboxes_and_their_accounts(void **state)
 	for (size_t i = 0; i < c.nholders; i++)
 		assert_null(strstr(c.holders[i].rel, "system.slice"));
 	collector_round(&c);
-	assert_int_equal(c.batch.rows, 2);
+	assert_int_equal(c.batch.rows, 3);
 	assert_non_null(strstr(c.batch.buf, "sb-1\t"));
 	assert_non_null(strstr(c.batch.buf, "\tacme\ttest-host\t10\t"));
 }

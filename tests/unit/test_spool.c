@@ -173,6 +173,45 @@ static void damage_before_the_end_moves_the_file_aside_not_away(void **state)
 	globfree(&gl);
 }
 
+static void a_flipped_length_is_damage_and_zeros_at_the_end_are_a_tear(void **state)
+{
+	(void)state;
+	struct spool s;
+	char err[256];
+	assert_true(spool_open(&s, path, 1 << 20, err, sizeof err));
+	append3(&s);
+	spool_close(&s);
+	/* zeros after the records, as when a crash extended the file */
+	int fd = open(path, O_WRONLY | O_APPEND);
+	static const char zeros[100];
+	assert_int_equal(write(fd, zeros, sizeof zeros), (ssize_t)sizeof zeros);
+	close(fd);
+	assert_true(spool_open(&s, path, 1 << 20, err, sizeof err));
+	assert_int_equal(s.records, 3);
+	assert_int_equal(file_size(), 3 * SPOOL_HEADER + 11);
+	spool_close(&s);
+	/* one bit of the second record's length: its header CRC catches it; nothing is
+	 * cut off, the whole file is moved aside */
+	fd = open(path, O_RDWR);
+	unsigned char b;
+	assert_int_equal(pread(fd, &b, 1, SPOOL_HEADER + 3 + 4), 1);
+	b ^= 0x40;
+	assert_int_equal(pwrite(fd, &b, 1, SPOOL_HEADER + 3 + 4), 1);
+	close(fd);
+	assert_true(spool_open(&s, path, 1 << 20, err, sizeof err));
+	assert_int_equal(s.records, 0);
+	spool_close(&s);
+	char pattern[160];
+	glob_t gl;
+	snprintf(pattern, sizeof pattern, "%s.damaged-*", path);
+	assert_int_equal(glob(pattern, 0, NULL, &gl), 0);
+	assert_int_equal(gl.gl_pathc, 1);
+	struct stat st;
+	assert_int_equal(stat(gl.gl_pathv[0], &st), 0);
+	assert_int_equal(st.st_size, 3 * SPOOL_HEADER + 11); /* every byte kept */
+	globfree(&gl);
+}
+
 static void scanning_random_bytes_never_reads_past_the_end(void **state)
 {
 	(void)state;
@@ -207,6 +246,9 @@ int main(void)
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(damage_before_the_end_moves_the_file_aside_not_away,
 	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                a_flipped_length_is_damage_and_zeros_at_the_end_are_a_tear, setup,
+	                teardown),
 	        cmocka_unit_test(scanning_random_bytes_never_reads_past_the_end),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
