@@ -27,31 +27,33 @@ static bool parse_row(const PGresult *r, int i, struct meter_plan *p, char *err,
 	return true;
 }
 
+bool plans_from_result(const PGresult *r, struct meter_plan **out, size_t *n, char *err,
+                       size_t errlen)
+{
+	int nr = PQntuples(r);
+	struct meter_plan *rows = calloc(nr ? (size_t)nr : 1, sizeof *rows);
+	if (rows == NULL) {
+		snprintf(err, errlen, "could not read price plans: out of memory");
+		return false;
+	}
+	for (int i = 0; i < nr; i++)
+		if (!parse_row(r, i, &rows[i], err, errlen)) {
+			free(rows);
+			return false;
+		}
+	*out = rows;
+	*n = (size_t)nr;
+	return true;
+}
+
 bool plans_load(PGconn *c, struct meter_plan **out, size_t *n, char *err, size_t errlen)
 {
 	PGresult *r = PQexec(c, "SELECT id, name, "
 	                        "(extract(epoch FROM effective_from) * 1000000)::bigint, "
 	                        "cpu_vcpu_hour::text, memory_gib_hour::text, cpu_floor::text "
 	                        "FROM price_plans ORDER BY effective_from");
-	struct meter_plan *rows = NULL;
-	bool ok = false;
-	if (!db_check(r, PGRES_TUPLES_OK, "could not read price plans", err, errlen))
-		goto out;
-	int nr = PQntuples(r);
-	rows = calloc(nr ? (size_t)nr : 1, sizeof *rows);
-	if (rows == NULL) {
-		snprintf(err, errlen, "could not read price plans: out of memory");
-		goto out;
-	}
-	for (int i = 0; i < nr; i++)
-		if (!parse_row(r, i, &rows[i], err, errlen))
-			goto out;
-	*out = rows;
-	*n = (size_t)nr;
-	rows = NULL;
-	ok = true;
-out:
-	free(rows);
+	bool ok = db_check(r, PGRES_TUPLES_OK, "could not read price plans", err, errlen) &&
+	          plans_from_result(r, out, n, err, errlen);
 	PQclear(r);
 	return ok;
 }

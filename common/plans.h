@@ -17,4 +17,11 @@
  */
 bool plans_load(PGconn *c, struct meter_plan **out, size_t *n, char *err, size_t errlen);
 
+/*
+ * The same from a result with the columns id, name, effective_from (µs),
+ * cpu_vcpu_hour, memory_gib_hour, cpu_floor (all text).
+ */
+bool plans_from_result(const PGresult *r, struct meter_plan **out, size_t *n, char *err,
+                       size_t errlen);
+
 #endif

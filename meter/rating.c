@@ -40,6 +40,19 @@ void meter_series_init(struct meter_series *s)
 	*s = (struct meter_series){0};
 }
 
+void meter_series_resume(struct meter_series *s, const struct meter_sample *last)
+{
+	s->opened = true;
+	s->last = *last;
+}
+
+void meter_series_after_other(struct meter_series *s)
+{
+	/* INT64_MIN is no inode: the next sample is always of another incarnation. */
+	s->opened = true;
+	s->last = (struct meter_sample){.incarnation = INT64_MIN, .t_us = INT64_MIN, .cpu_us = 0};
+}
+
 enum meter_status meter_series_next(struct meter_series *s, const struct meter_sample *smp,
                                     int64_t started_at_us, struct meter_span *out)
 {

@@ -65,6 +65,16 @@ struct meter_series {
 
 void meter_series_init(struct meter_series *s);
 
+/* Resumes a series at a sample already rated (the last one before a window). */
+void meter_series_resume(struct meter_series *s, const struct meter_sample *last);
+
+/*
+ * Marks that an earlier incarnation was seen, without its samples: the next
+ * sample then opens a later incarnation (zero length, all its CPU) rather
+ * than the sandbox's first one.
+ */
+void meter_series_after_other(struct meter_series *s);
+
 /*
  * Feeds the next sample and produces the span it closes. Samples come grouped
  * by incarnation (each incarnation in one run, runs in the order the

@@ -28,3 +28,35 @@ enum meter_status meter_trial_cover(int64_t *remaining_us, const struct meter_si
 	*covered = u;
 	return METER_OK;
 }
+
+/* round(v x c / w), for 0 <= c <= w. */
+static bool share(int64_t v, int64_t c, int64_t w, int64_t *out)
+{
+	return ck_div_round((meter_i128)v * c, w, out);
+}
+
+enum meter_status meter_trial_cover_usage(int64_t *remaining_us, const struct meter_usage *u,
+                                          struct meter_usage *covered)
+{
+	struct meter_usage c = {0};
+	int64_t left = *remaining_us, w = u->wall_us;
+	if (left < 0 || w < 0)
+		return METER_EINVAL;
+	if (left > 0 && w <= left) {
+		c = *u;
+		left -= w;
+	} else if (left > 0) {
+		/* The crossing usage: the grant pays for left of its w µs. */
+		if (!share(u->cpu_measured_us, left, w, &c.cpu_measured_us) ||
+		    !share(u->cpu_billed_us, left, w, &c.cpu_billed_us) ||
+		    !share(u->busy_us, left, w, &c.busy_us) ||
+		    !share(u->mem_mgib_us, left, w, &c.mem_mgib_us))
+			return METER_EOVERFLOW;
+		c.wall_us = left;
+		c.idle_us = left - c.busy_us;
+		left = 0;
+	}
+	*remaining_us = left;
+	*covered = c;
+	return METER_OK;
+}

@@ -26,4 +26,13 @@
 enum meter_status meter_trial_cover(int64_t *remaining_us, const struct meter_size *size,
                                     const struct meter_interval *iv, struct meter_usage *covered);
 
+/*
+ * The same for a sum of usage (an hour of a sandbox, say): the grant pays for
+ * min(remaining, wall) of its wall time and that share of each quantity
+ * (rounded half up). Usage with no wall time is covered whole while any grant
+ * is left. On error nothing changes.
+ */
+enum meter_status meter_trial_cover_usage(int64_t *remaining_us, const struct meter_usage *u,
+                                          struct meter_usage *covered);
+
 #endif

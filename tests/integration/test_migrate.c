@@ -64,6 +64,20 @@ static void copy_migrations(char *dir, size_t len)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* How many migrations the checkout has. */
+static int count_migrations(void)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "ls %s/*.sql | wc -l", migrate_default_dir());
+	FILE *p = popen(cmd, "r");
+	int n = 0;
+	if (p == NULL || fscanf(p, "%d", &n) != 1)
+		n = -1;
+	if (p)
+		pclose(p);
+	return n;
+}
+
 static void write_file(const char *dir, const char *name, const char *text, const char *mode)
 {
 	char path[1024];
@@ -103,15 +117,19 @@ static void migrating_an_empty_database_then_again_is_a_no_op(void **state)
 	                                 v, sizeof v),
 	                    "t");
 	char before[256];
-	testdb_value(t, "SELECT applied_at FROM meter_migrations", before, sizeof before);
+	testdb_value(t, "SELECT max(applied_at) FROM meter_migrations", before, sizeof before);
 
 	migrate(t, NULL);
 	assert_int_equal(res.status, 0);
-	assert_non_null(strstr(res.out, "0 applied now, 1 already applied"));
+	char expect[64], files[8];
+	snprintf(files, sizeof files, "%d", count_migrations());
+	snprintf(expect, sizeof expect, "0 applied now, %s already applied", files);
+	assert_non_null(strstr(res.out, expect));
 	assert_string_equal(testdb_value(t, "SELECT count(*) FROM meter_migrations", v, sizeof v),
-	                    "1");
-	assert_string_equal(testdb_value(t, "SELECT applied_at FROM meter_migrations", v, sizeof v),
-	                    before);
+	                    files);
+	assert_string_equal(
+	        testdb_value(t, "SELECT max(applied_at) FROM meter_migrations", v, sizeof v),
+	        before);
 }
 
 static void a_migration_changed_after_it_was_applied_is_refused_by_name(void **state)
@@ -123,7 +141,7 @@ static void a_migration_changed_after_it_was_applied_is_refused_by_name(void **s
 	migrate(t, dir);
 	assert_int_equal(res.status, 0);
 	write_file(dir, "0001_init.sql", "-- an innocent-looking edit\n", "a");
-	write_file(dir, "0002_more.sql", "CREATE TABLE more_stuff (a int);\n", "w");
+	write_file(dir, "9001_more.sql", "CREATE TABLE more_stuff (a int);\n", "w");
 	migrate(t, dir);
 	assert_int_equal(res.status, 1);
 	assert_non_null(
@@ -140,25 +158,24 @@ static void a_failing_migration_leaves_nothing_behind(void **state)
 	struct testdb *t = &f->t;
 	char *dir = f->dir, v[64];
 	copy_migrations(dir, sizeof f->dir);
-	write_file(dir, "0002_bad.sql",
+	write_file(dir, "9002_bad.sql",
 	           "CREATE TABLE half_done (a int);\n\nSELECT no_such_column FROM half_done;\n",
 	           "w");
 	migrate(t, dir);
 	assert_int_equal(res.status, 1);
-	assert_non_null(strstr(res.err, "migration 0002_bad.sql failed at line 3"));
+	assert_non_null(strstr(res.err, "migration 9002_bad.sql failed at line 3"));
 	assert_non_null(strstr(res.err, "no_such_column"));
 	assert_string_equal(testdb_value(t, "SELECT to_regclass('half_done') IS NULL", v, sizeof v),
 	                    "t");
-	assert_string_equal(testdb_value(t,
-	                                 "SELECT string_agg(version::text, ',') "
-	                                 "FROM meter_migrations",
-	                                 v, sizeof v),
-	                    "1");
+	assert_string_equal(
+	        testdb_value(t, "SELECT count(*) FROM meter_migrations WHERE version = 9002", v,
+	                     sizeof v),
+	        "0");
 	/* fixed, it applies */
-	write_file(dir, "0002_bad.sql", "CREATE TABLE half_done (a int);\n", "w");
+	write_file(dir, "9002_bad.sql", "CREATE TABLE half_done (a int);\n", "w");
 	migrate(t, dir);
 	assert_int_equal(res.status, 0);
-	assert_non_null(strstr(res.out, "applied 0002_bad.sql"));
+	assert_non_null(strstr(res.out, "applied 9002_bad.sql"));
 
 	/* a file named out of pattern is refused, naming it */
 	write_file(dir, "3_x.sql", "SELECT 1;\n", "w");
@@ -191,8 +208,10 @@ static void two_runners_at_once_apply_each_migration_once(void **state)
 		assert_true(WIFEXITED(st));
 		assert_int_equal(WEXITSTATUS(st), 0);
 	}
+	char files[8];
+	snprintf(files, sizeof files, "%d", count_migrations());
 	assert_string_equal(testdb_value(t, "SELECT count(*) FROM meter_migrations", v, sizeof v),
-	                    "1");
+	                    files);
 	assert_string_equal(testdb_value(t, "SELECT count(*) FROM price_plans", v, sizeof v), "1");
 }
 

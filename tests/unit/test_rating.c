@@ -380,6 +380,53 @@ static void estimate_raises_idle_cpu_to_the_floor_and_refuses_absurd_input(void 
 	assert_int_equal(meter_estimate_month(&p, &in, &e), METER_ERANGE);
 }
 
+static void a_resumed_series_rates_like_the_whole_one(void **state)
+{
+	(void)state;
+	struct meter_series whole, part;
+	struct meter_span a, b;
+	struct meter_sample s1 = {4, t0() + S(10), S(3)}, s2 = {4, t0() + S(20), S(9)},
+	                    other = {5, t0() + S(30), S(2)};
+	meter_series_init(&whole);
+	assert_int_equal(meter_series_next(&whole, &s1, t0(), &a), METER_OK);
+	assert_int_equal(meter_series_next(&whole, &s2, t0(), &a), METER_OK);
+	meter_series_resume(&part, &s1);
+	assert_int_equal(meter_series_next(&part, &s2, t0(), &b), METER_OK);
+	assert_memory_equal(&a, &b, sizeof a);
+	/* after another incarnation: the next one opens with zero length, all its CPU */
+	meter_series_after_other(&part);
+	assert_int_equal(meter_series_next(&part, &other, t0(), &b), METER_OK);
+	assert_int_equal(b.end_us - b.start_us, 0);
+	assert_int_equal(b.cpu_us, S(2));
+}
+
+static void the_trial_covers_usage_sums_in_proportion(void **state)
+{
+	(void)state;
+	struct meter_usage u = {.cpu_measured_us = S(30),
+	                        .cpu_billed_us = S(40),
+	                        .busy_us = S(60),
+	                        .idle_us = S(40),
+	                        .wall_us = S(100),
+	                        .mem_mgib_us = 4000 * S(100)};
+	struct meter_usage c;
+	int64_t left = S(25);
+	assert_int_equal(meter_trial_cover_usage(&left, &u, &c), METER_OK);
+	assert_int_equal(left, 0);
+	assert_int_equal(c.wall_us, S(25));
+	assert_int_equal(c.cpu_billed_us, S(10));
+	assert_int_equal(c.cpu_measured_us, MS(7500));
+	assert_int_equal(c.busy_us + c.idle_us, S(25));
+	assert_int_equal(c.mem_mgib_us, 4000 * S(25));
+	left = S(500);
+	assert_int_equal(meter_trial_cover_usage(&left, &u, &c), METER_OK);
+	assert_memory_equal(&c, &u, sizeof u);
+	assert_int_equal(left, S(400));
+	left = 0;
+	assert_int_equal(meter_trial_cover_usage(&left, &u, &c), METER_OK);
+	assert_int_equal(c.cpu_billed_us, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -401,6 +448,8 @@ int main(void)
 	                trial_grant_covers_intervals_in_order_and_the_crossing_one_in_part),
 	        cmocka_unit_test(worked_example_estimate_is_0_375_plus_0_90),
 	        cmocka_unit_test(estimate_raises_idle_cpu_to_the_floor_and_refuses_absurd_input),
+	        cmocka_unit_test(a_resumed_series_rates_like_the_whole_one),
+	        cmocka_unit_test(the_trial_covers_usage_sums_in_proportion),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

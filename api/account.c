@@ -1,0 +1,232 @@
+#include "api/account.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/queries.h"
+#include "common/plans.h"
+#include "meter/checked.h"
+#include "meter/decimal.h"
+#include "meter/rating.h"
+#include "meter/timefmt.h"
+#include "meter/trial.h"
+
+bool col_int(const PGresult *res, int row, int col, int64_t *out)
+{
+	if (PQgetisnull(res, row, col)) {
+		*out = 0;
+		return true;
+	}
+	return meter_decimal_parse(PQgetvalue(res, row, col), 0, true, out) == METER_OK;
+}
+
+void fmt_hours(int64_t us, char *buf, size_t len)
+{
+	int64_t micro_hours = 0;
+	(void)ck_div_round(us, 3600, &micro_hours);
+	meter_decimal_format(micro_hours, 6, 0, buf, len);
+}
+
+bool account_from_row(const PGresult *res, int row, struct account *a)
+{
+	int64_t grant_s;
+	memset(a, 0, sizeof *a);
+	snprintf(a->id, sizeof a->id, "%s", PQgetvalue(res, row, 0));
+	snprintf(a->name, sizeof a->name, "%s", PQgetvalue(res, row, 1));
+	snprintf(a->plan, sizeof a->plan, "%s", PQgetvalue(res, row, 2));
+	a->has_cap = !PQgetisnull(res, row, 5);
+	return col_int(res, row, 3, &grant_s) && ck_mul(grant_s, 1000000, &a->grant_us) &&
+	       col_int(res, row, 4, &a->max_concurrent) && col_int(res, row, 6, &a->created_us) &&
+	       (!a->has_cap || meter_money_parse(PQgetvalue(res, row, 5), false, &a->cap) == 0);
+}
+
+cJSON *account_json(const struct account *a)
+{
+	char hours[METER_DECIMAL_BUF], cap[METER_MONEY_BUF], when[METER_TIME_BUF];
+	cJSON *o = cJSON_CreateObject();
+	fmt_hours(a->grant_us, hours, sizeof hours);
+	meter_time_format(a->created_us, when, sizeof when);
+	if (a->has_cap)
+		meter_money_format_exact(a->cap, cap, sizeof cap);
+	if (o && cJSON_AddStringToObject(o, "id", a->id) &&
+	    cJSON_AddStringToObject(o, "name", a->name) &&
+	    cJSON_AddStringToObject(o, "plan", a->plan) &&
+	    cJSON_AddStringToObject(o, "trial_grant_hours", hours) &&
+	    cJSON_AddNumberToObject(o, "max_concurrent", (double)a->max_concurrent) &&
+	    (a->has_cap ? cJSON_AddStringToObject(o, "monthly_spend_cap", cap) != NULL
+	                : cJSON_AddNullToObject(o, "monthly_spend_cap") != NULL) &&
+	    cJSON_AddStringToObject(o, "created_at", when))
+		return o;
+	cJSON_Delete(o);
+	return NULL;
+}
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Reads sums of a row (6 columns from col) into u. */
+static bool sums(const PGresult *res, int row, int col, struct meter_usage *u)
+{
+	return col_int(res, row, col, &u->cpu_measured_us) &&
+	       col_int(res, row, col + 1, &u->cpu_billed_us) &&
+	       col_int(res, row, col + 2, &u->busy_us) && col_int(res, row, col + 3, &u->idle_us) &&
+	       col_int(res, row, col + 4, &u->wall_us) &&
+	       col_int(res, row, col + 5, &u->mem_mgib_us);
+}
+
+/* Usage per plan, so each plan's cost is computed once. */
+struct per_plan {
+	int64_t plan_id;
+	struct meter_usage u;
+};
+
+static bool add_to_plan(struct per_plan *pp, size_t *n, size_t cap, int64_t plan,
+                        const struct meter_usage *u)
+{
+	size_t i = 0;
+	while (i < *n && pp[i].plan_id != plan)
+		i++;
+	if (i == *n) {
+		if (*n == cap)
+			return false;
+		pp[i] = (struct per_plan){.plan_id = plan};
+		(*n)++;
+	}
+	return meter_usage_add(&pp[i].u, u) == METER_OK;
+}
+
+static bool sub_usage(struct meter_usage *a, const struct meter_usage *b)
+{
+	return ck_sub(a->cpu_measured_us, b->cpu_measured_us, &a->cpu_measured_us) &&
+	       ck_sub(a->cpu_billed_us, b->cpu_billed_us, &a->cpu_billed_us) &&
+	       ck_sub(a->busy_us, b->busy_us, &a->busy_us) &&
+	       ck_sub(a->idle_us, b->idle_us, &a->idle_us) &&
+	       ck_sub(a->wall_us, b->wall_us, &a->wall_us) &&
+	       ck_sub(a->mem_mgib_us, b->mem_mgib_us, &a->mem_mgib_us);
+}
+
+bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
+                        struct account_state *s)
+{
+	char month[24], *params[2] = {(char *)id, month};
+	PGresult *res = NULL;
+	struct meter_plan *plans = NULL;
+	size_t nplans = 0;
+	bool ok = false;
+	memset(s, 0, sizeof *s);
+	s->month_start_us = meter_month_start(now_us());
+	snprintf(month, sizeof month, "%lld", (long long)s->month_start_us);
+
+	res = q_exec(c, lock ? Q_ACCOUNT_LOCK : Q_ACCOUNT, 1, (const char *const *)params);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not read the account", res);
+		goto out;
+	}
+	if (PQntuples(res) != 1) {
+		reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found", id);
+		goto out;
+	}
+	if (!account_from_row(res, 0, &s->a)) {
+		reply_problemf(r, 500, "internal", "Internal error", "account row is malformed");
+		goto out;
+	}
+	PQclear(res);
+	res = q_exec(c, Q_RUNNING, 1, (const char *const *)params);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || !col_int(res, 0, 0, &s->running)) {
+		reply_db_error(r, "could not count running sandboxes", res);
+		goto out;
+	}
+	PQclear(res);
+	int64_t before = 0;
+	res = q_exec(c, Q_WALL_BEFORE, 2, (const char *const *)params);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || !col_int(res, 0, 0, &before)) {
+		reply_db_error(r, "could not read usage", res);
+		goto out;
+	}
+	PQclear(res);
+	int64_t left = s->a.grant_us > before ? s->a.grant_us - before : 0;
+	/* This month: by plan when the grant was spent before it, else hour by hour. */
+	res = q_exec(c, left > 0 ? Q_MONTH_HOURS : Q_MONTH, 2, (const char *const *)params);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not read usage", res);
+		goto out;
+	}
+	PGresult *pr = q_exec(c, Q_PLANS, 0, NULL);
+	char err[256];
+	bool plans_ok = PQresultStatus(pr) == PGRES_TUPLES_OK &&
+	                plans_from_result(pr, &plans, &nplans, err, sizeof err);
+	PQclear(pr);
+	if (!plans_ok) {
+		reply_db_error(r, "could not read price plans", NULL);
+		goto out;
+	}
+	struct per_plan pp[16];
+	size_t npp = 0;
+	int64_t month_wall = 0;
+	int col = left > 0 ? 2 : 1;
+	for (int i = 0; i < PQntuples(res); i++) {
+		struct meter_usage u = {0}, covered = {0};
+		int64_t plan;
+		if (!col_int(res, i, col - 1, &plan) || !sums(res, i, col, &u) ||
+		    !ck_add(month_wall, u.wall_us, &month_wall) ||
+		    meter_trial_cover_usage(&left, &u, &covered) != METER_OK ||
+		    !sub_usage(&u, &covered) || !add_to_plan(pp, &npp, 16, plan, &u)) {
+			reply_problemf(r, 500, "internal", "Internal error",
+			               "usage of the month cannot be summed");
+			goto out;
+		}
+	}
+	s->trial_used_us = before + month_wall;
+	s->trial_left_us = s->a.grant_us > s->trial_used_us ? s->a.grant_us - s->trial_used_us : 0;
+	for (size_t i = 0; i < npp; i++) {
+		const struct meter_plan *plan = NULL;
+		for (size_t k = 0; k < nplans; k++)
+			if (plans[k].id == pp[i].plan_id)
+				plan = &plans[k];
+		struct meter_cost cost;
+		if (plan == NULL || meter_usage_cost(&pp[i].u, plan, &cost) != METER_OK ||
+		    meter_money_add(s->month_cost, cost.total, &s->month_cost) != METER_OK) {
+			reply_problemf(r, 500, "internal", "Internal error",
+			               "the cost of the month cannot be computed");
+			goto out;
+		}
+	}
+	ok = true;
+out:
+	free(plans);
+	PQclear(res);
+	return ok;
+}
+
+void quota_decide(const struct account_state *s, struct quota_answer *q)
+{
+	char a[METER_MONEY_BUF], b[METER_MONEY_BUF];
+	q->allowed = false;
+	q->detail[0] = '\0';
+	if (strcmp(s->a.plan, "trial") == 0 && s->trial_left_us <= 0) {
+		q->reason = "trial_exhausted";
+		snprintf(q->detail, sizeof q->detail,
+		         "the free trial of account \"%s\" is used up; add a card to go on",
+		         s->a.id);
+	} else if (s->a.has_cap && s->month_cost >= s->a.cap) {
+		q->reason = "spend_cap_reached";
+		meter_money_format_cents(s->month_cost, a, sizeof a);
+		meter_money_format_cents(s->a.cap, b, sizeof b);
+		snprintf(q->detail, sizeof q->detail,
+		         "account \"%s\" has spent $%s this month, its cap is $%s", s->a.id, a, b);
+	} else if (s->running >= s->a.max_concurrent) {
+		q->reason = "concurrency_limit";
+		snprintf(q->detail, sizeof q->detail,
+		         "account \"%s\" runs %lld sandboxes, its limit is %lld", s->a.id,
+		         (long long)s->running, (long long)s->a.max_concurrent);
+	} else {
+		q->allowed = true;
+		q->reason = "ok";
+	}
+}

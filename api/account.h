@@ -1,0 +1,66 @@
+/*
+ * api/account.h: an account's limits and where it stands against them.
+ *
+ * The state is read from committed rows: the account, its running
+ * sandboxes, and its usage per month and plan (account_month, kept by the
+ * rollup worker). The trial grant covers usage hour by hour in the order of
+ * the hours (within one hour, all the account's sandboxes share it in
+ * proportion); month-to-date cost is what the grant does not cover, at each
+ * plan's prices.
+ */
+#ifndef API_ACCOUNT_H
+#define API_ACCOUNT_H
+
+#include <cjson/cJSON.h>
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "api/http.h"
+#include "meter/money.h"
+
+struct account {
+	char id[160], name[256], plan[8];
+	int64_t grant_us;
+	int64_t max_concurrent;
+	bool has_cap;
+	meter_money cap;
+	int64_t created_us;
+};
+
+struct account_state {
+	struct account a;
+	int64_t running;
+	int64_t trial_used_us;
+	int64_t trial_left_us;
+	int64_t month_start_us;
+	meter_money month_cost; /* month to date, after the trial */
+};
+
+struct quota_answer {
+	bool allowed;
+	const char *reason; /* ok, trial_exhausted, spend_cap_reached, concurrency_limit */
+	char detail[400];
+};
+
+/* Reads an account row of ACCOUNT_COLS; false when malformed. */
+bool account_from_row(const PGresult *res, int row, struct account *a);
+cJSON *account_json(const struct account *a);
+
+/*
+ * Loads the state of account id (locking the account row when lock, inside
+ * the caller's transaction). On failure it has answered: 404 for no such
+ * account (or one the key may not see), 503 for the database.
+ */
+bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
+                        struct account_state *s);
+
+/* Whether one more sandbox may start now, and why not. */
+void quota_decide(const struct account_state *s, struct quota_answer *q);
+
+/* "50" for 180000000000 µs: hours with up to 6 decimals, rounded half up. */
+void fmt_hours(int64_t us, char *buf, size_t len);
+/* A numeric text column as an integer; false when it is not one or too large. */
+bool col_int(const PGresult *res, int row, int col, int64_t *out);
+
+#endif

@@ -1,0 +1,360 @@
+/* Accounts, sandboxes and the quota check. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "api/account.h"
+#include "api/queries.h"
+#include "api/routes.h"
+#include "common/db.h"
+#include "meter/decimal.h"
+#include "meter/timefmt.h"
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Starts of sandboxes may be told late, but not from the future. */
+#define FUTURE_SLACK_US INT64_C(300000000)
+
+static cJSON *body_fields(struct req *r, const struct in_field *f, size_t n, struct in_value *v,
+                          bool optional)
+{
+	struct problem p;
+	if (optional && r->body_len == 0) {
+		for (size_t i = 0; i < n; i++)
+			v[i] = (struct in_value){0};
+		return cJSON_CreateObject();
+	}
+	cJSON *o = in_parse_object(r->body, r->body_len, &p);
+	if (o && !in_fields(o, f, n, v, &p)) {
+		cJSON_Delete(o);
+		o = NULL;
+	}
+	if (o == NULL)
+		reply_problem(r, &p);
+	return o;
+}
+
+static bool begin(struct req *r, PGconn *c)
+{
+	PGresult *res = PQexec(c, "BEGIN");
+	bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+	if (!ok)
+		reply_db_error(r, "could not begin", res);
+	PQclear(res);
+	return ok;
+}
+
+static bool commit(struct req *r, PGconn *c)
+{
+	PGresult *res = PQexec(c, "COMMIT");
+	bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+	if (!ok)
+		reply_db_error(r, "could not commit", res);
+	PQclear(res);
+	return ok;
+}
+
+static void rollback(PGconn *c)
+{
+	if (PQtransactionStatus(c) != PQTRANS_IDLE)
+		PQclear(PQexec(c, "ROLLBACK"));
+}
+
+/* ---- accounts ---- */
+
+void h_account_new(struct req *r)
+{
+	static const struct in_field f[] = {
+	        {"name", IN_TEXT, 0, 0, 200, true, NULL},
+	        {"plan", IN_ENUM, 0, 0, 0, true, "trial|paid"},
+	        {"id", IN_ID, 0, 0, 0, false, NULL},
+	        {"monthly_spend_cap", IN_DECIMAL, 9, 0, INT64_C(1000000000000000000), false, NULL},
+	};
+	struct in_value v[4];
+	cJSON *o = body_fields(r, f, 4, v, false);
+	if (o == NULL)
+		return;
+	cJSON_Delete(o);
+	char id[256], cap[METER_MONEY_BUF];
+	if (v[2].set) {
+		snprintf(id, sizeof id, "%s", v[2].text);
+	} else {
+		unsigned char raw[8];
+		if (getrandom(raw, sizeof raw, 0) != sizeof raw) {
+			reply_problemf(r, 500, "internal", "Internal error", "no random bytes: %s",
+			               strerror(errno));
+			return;
+		}
+		snprintf(id, sizeof id, "acct_%02x%02x%02x%02x%02x%02x%02x%02x", raw[0], raw[1],
+		         raw[2], raw[3], raw[4], raw[5], raw[6], raw[7]);
+	}
+	if (v[3].set)
+		meter_decimal_format(v[3].num, 9, 2, cap, sizeof cap);
+	PGconn *c = req_db(r);
+	if (c == NULL)
+		return;
+	const char *params[] = {id, v[0].text, v[1].text, v[3].set ? cap : NULL};
+	PGresult *res = q_exec(c, Q_ACCOUNT_NEW, 4, params);
+	struct account a;
+	if (strcmp(db_sqlstate(res), "23505") == 0)
+		reply_problemf(r, 409, "conflict", "Already exists",
+		               "account \"%s\" already exists", id);
+	else if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		reply_db_error(r, "could not create the account", res);
+	else if (!account_from_row(res, 0, &a))
+		reply_problemf(r, 500, "internal", "Internal error", "account row is malformed");
+	else
+		reply_json(r, 201, account_json(&a));
+	PQclear(res);
+}
+
+void h_account_get(struct req *r)
+{
+	struct account_state s;
+	const char *id = r->param[0];
+	if (!req_may_see(r, id))
+		return;
+	PGconn *c = req_db(r);
+	if (c == NULL || !account_state_load(r, c, id, false, &s))
+		return;
+	cJSON *o = account_json(&s.a);
+	char left[METER_DECIMAL_BUF], cost[METER_MONEY_BUF], exact[METER_MONEY_BUF];
+	fmt_hours(s.trial_left_us, left, sizeof left);
+	meter_money_format_cents(s.month_cost, cost, sizeof cost);
+	meter_money_format_exact(s.month_cost, exact, sizeof exact);
+	if (o && cJSON_AddNumberToObject(o, "running", (double)s.running) &&
+	    cJSON_AddStringToObject(o, "trial_remaining_hours", left) &&
+	    cJSON_AddStringToObject(o, "month_to_date", cost) &&
+	    cJSON_AddStringToObject(o, "month_to_date_exact", exact))
+		reply_json(r, 200, o);
+	else {
+		cJSON_Delete(o);
+		reply_problemf(r, 500, "internal", "Internal error", "out of memory");
+	}
+}
+
+/* ---- sandboxes ---- */
+
+static cJSON *sandbox_json(const PGresult *res, int row)
+{
+	char v[METER_DECIMAL_BUF], m[METER_DECIMAL_BUF], t[METER_TIME_BUF];
+	int64_t x;
+	cJSON *o = cJSON_CreateObject();
+	if (o == NULL)
+		return NULL;
+	cJSON_AddStringToObject(o, "id", PQgetvalue(res, row, 0));
+	cJSON_AddStringToObject(o, "account_id", PQgetvalue(res, row, 1));
+	meter_decimal_parse(PQgetvalue(res, row, 2), 3, false, &x);
+	meter_decimal_format(x, 3, 0, v, sizeof v);
+	meter_decimal_parse(PQgetvalue(res, row, 3), 3, false, &x);
+	meter_decimal_format(x, 3, 0, m, sizeof m);
+	cJSON_AddStringToObject(o, "vcpus", v);
+	cJSON_AddStringToObject(o, "memory_gib", m);
+	const char *names[] = {"started_at", "stopped_at", "registered_at"};
+	for (int k = 0; k < 3; k++) {
+		if (PQgetisnull(res, row, 4 + k) || !col_int(res, row, 4 + k, &x)) {
+			cJSON_AddNullToObject(o, names[k]);
+			continue;
+		}
+		meter_time_format(x, t, sizeof t);
+		cJSON_AddStringToObject(o, names[k], t);
+	}
+	cJSON_AddStringToObject(o, "status", PQgetisnull(res, row, 5) ? "running" : "stopped");
+	return o;
+}
+
+static void answer_refusal(struct req *r, const struct quota_answer *q)
+{
+	reply_problemf(r, 409, q->reason, "Sandbox not allowed", "%s", q->detail);
+}
+
+void h_sandbox_new(struct req *r)
+{
+	static const struct in_field f[] = {
+	        {"id", IN_ID, 0, 0, 0, true, NULL},
+	        {"account_id", IN_ID, 0, 0, 0, true, NULL},
+	        {"vcpus", IN_DECIMAL, 3, 1, 256000, true, NULL},
+	        {"memory_gib", IN_DECIMAL, 3, 1, 1024000, true, NULL},
+	        {"started_at", IN_TIME, 0, 0, 0, false, NULL},
+	};
+	struct in_value v[5];
+	struct account_state s;
+	struct quota_answer q;
+	cJSON *o = body_fields(r, f, 5, v, false);
+	if (o == NULL)
+		return;
+	cJSON_Delete(o);
+	int64_t now = now_us(), started = v[4].set ? v[4].num : now;
+	if (started > now + FUTURE_SLACK_US) {
+		reply_problemf(r, 422, "invalid-field", "Invalid field",
+		               "field \"started_at\" is in the future");
+		return;
+	}
+	PGconn *c = req_db(r);
+	if (c == NULL || !begin(r, c))
+		return;
+	/* The account row lock serialises registrations of one account. */
+	if (!account_state_load(r, c, v[1].text, true, &s)) {
+		rollback(c);
+		return;
+	}
+	quota_decide(&s, &q);
+	if (!q.allowed) {
+		rollback(c);
+		answer_refusal(r, &q);
+		return;
+	}
+	char vc[METER_DECIMAL_BUF], mem[METER_DECIMAL_BUF], st[24];
+	meter_decimal_format(v[2].num, 3, 0, vc, sizeof vc);
+	meter_decimal_format(v[3].num, 3, 0, mem, sizeof mem);
+	snprintf(st, sizeof st, "%lld", (long long)started);
+	const char *params[] = {v[0].text, v[1].text, vc, mem, st};
+	PGresult *res = q_exec(c, Q_SANDBOX_NEW, 5, params);
+	if (strcmp(db_sqlstate(res), "23505") == 0) {
+		reply_problemf(r, 409, "conflict", "Already exists",
+		               "sandbox \"%s\" already exists", v[0].text);
+	} else if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not register the sandbox", res);
+	} else {
+		/* Samples may have come before the registration: rate all of it. */
+		const char *mark[] = {v[0].text, NULL};
+		PGresult *m = q_exec(c, Q_MARK, 2, mark);
+		if (PQresultStatus(m) != PGRES_COMMAND_OK)
+			reply_db_error(r, "could not queue the sandbox for rating", m);
+		else if (commit(r, c))
+			reply_json(r, 201, sandbox_json(res, 0));
+		PQclear(m);
+	}
+	PQclear(res);
+	rollback(c);
+}
+
+void h_sandbox_get(struct req *r)
+{
+	PGconn *c = req_db(r);
+	if (c == NULL)
+		return;
+	const char *params[] = {r->param[0]};
+	PGresult *res = q_exec(c, Q_SANDBOX, 1, params);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		reply_db_error(r, "could not read the sandbox", res);
+	else if (PQntuples(res) != 1 ||
+	         (!r->admin && strcmp(r->account, PQgetvalue(res, 0, 1)) != 0))
+		reply_problemf(r, 404, "not-found", "Not found", "sandbox \"%s\" not found",
+		               r->param[0]);
+	else
+		reply_json(r, 200, sandbox_json(res, 0));
+	PQclear(res);
+}
+
+void h_sandbox_stop(struct req *r)
+{
+	static const struct in_field f[] = {{"stopped_at", IN_TIME, 0, 0, 0, false, NULL}};
+	struct in_value v[1];
+	cJSON *o = body_fields(r, f, 1, v, true);
+	if (o == NULL)
+		return;
+	cJSON_Delete(o);
+	int64_t now = now_us(), stopped = v[0].set ? v[0].num : now;
+	if (stopped > now + FUTURE_SLACK_US) {
+		reply_problemf(r, 422, "invalid-field", "Invalid field",
+		               "field \"stopped_at\" is in the future");
+		return;
+	}
+	PGconn *c = req_db(r);
+	if (c == NULL || !begin(r, c))
+		return;
+	char st[24];
+	snprintf(st, sizeof st, "%lld", (long long)stopped);
+	const char *params[] = {r->param[0], st};
+	PGresult *res = q_exec(c, Q_SANDBOX_STOP, 2, params);
+	if (strcmp(db_sqlstate(res), "23514") == 0) {
+		reply_problemf(r, 422, "invalid-field", "Invalid field",
+		               "field \"stopped_at\" is before the sandbox started");
+	} else if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not stop the sandbox", res);
+	} else if (PQntuples(res) == 0) {
+		PGresult *g = q_exec(c, Q_SANDBOX, 1, params);
+		if (PQresultStatus(g) == PGRES_TUPLES_OK && PQntuples(g) == 1)
+			reply_problemf(r, 409, "already-stopped", "Already stopped",
+			               "sandbox \"%s\" is already stopped", r->param[0]);
+		else
+			reply_problemf(r, 404, "not-found", "Not found", "sandbox \"%s\" not found",
+			               r->param[0]);
+		PQclear(g);
+	} else {
+		const char *mark[] = {r->param[0], st};
+		PGresult *m = q_exec(c, Q_MARK, 2, mark);
+		if (PQresultStatus(m) != PGRES_COMMAND_OK)
+			reply_db_error(r, "could not queue the sandbox for rating", m);
+		else if (commit(r, c))
+			reply_json(r, 200, sandbox_json(res, 0));
+		PQclear(m);
+	}
+	PQclear(res);
+	rollback(c);
+}
+
+/* ---- quota ---- */
+
+void h_quota_check(struct req *r)
+{
+	static const struct in_field f[] = {
+	        {"account_id", IN_ID, 0, 0, 0, true, NULL},
+	        {"vcpus", IN_DECIMAL, 3, 1, 256000, true, NULL},
+	        {"memory_gib", IN_DECIMAL, 3, 1, 1024000, true, NULL},
+	};
+	struct in_value v[3];
+	struct account_state s;
+	struct quota_answer q;
+	cJSON *o = body_fields(r, f, 3, v, false);
+	if (o == NULL)
+		return;
+	cJSON_Delete(o);
+	if (!req_may_see(r, v[0].text))
+		return;
+	PGconn *c = req_db(r);
+	if (c == NULL || !account_state_load(r, c, v[0].text, false, &s))
+		return;
+	quota_decide(&s, &q);
+	char cost[METER_MONEY_BUF], exact[METER_MONEY_BUF], cap[METER_MONEY_BUF];
+	meter_money_format_cents(s.month_cost, cost, sizeof cost);
+	meter_money_format_exact(s.month_cost, exact, sizeof exact);
+	cJSON *a = cJSON_CreateObject();
+	if (a == NULL) {
+		reply_problemf(r, 500, "internal", "Internal error", "out of memory");
+		return;
+	}
+	cJSON_AddBoolToObject(a, "allowed", q.allowed);
+	cJSON_AddStringToObject(a, "reason", q.reason);
+	if (q.detail[0])
+		cJSON_AddStringToObject(a, "detail", q.detail);
+	cJSON_AddNumberToObject(a, "running", (double)s.running);
+	cJSON_AddNumberToObject(a, "max_concurrent", (double)s.a.max_concurrent);
+	cJSON_AddNumberToObject(a, "trial_seconds_remaining", (double)(s.trial_left_us / 1000000));
+	if (strcmp(s.a.plan, "trial") == 0) {
+		cJSON *ports = cJSON_AddArrayToObject(a, "egress_ports");
+		cJSON_AddItemToArray(ports, cJSON_CreateNumber(80));
+		cJSON_AddItemToArray(ports, cJSON_CreateNumber(443));
+	} else {
+		cJSON_AddNullToObject(a, "egress_ports"); /* no restriction */
+	}
+	cJSON_AddStringToObject(a, "plan", s.a.plan);
+	cJSON_AddStringToObject(a, "month_to_date", cost);
+	cJSON_AddStringToObject(a, "month_to_date_exact", exact);
+	if (s.a.has_cap) {
+		meter_money_format_exact(s.a.cap, cap, sizeof cap);
+		cJSON_AddStringToObject(a, "monthly_spend_cap", cap);
+	} else {
+		cJSON_AddNullToObject(a, "monthly_spend_cap");
+	}
+	reply_json(r, 200, a);
+}

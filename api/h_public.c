@@ -1,0 +1,206 @@
+/* Public routes: health, readiness, metrics, the OpenAPI document, rates, estimates. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/queries.h"
+#include "api/routes.h"
+#include "api/rollup.h"
+#include "common/plans.h"
+#include "meter/estimate.h"
+#include "meter/decimal.h"
+#include "api/metrics.h"
+#include "reports/estimate.h"
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void h_healthz(struct req *r)
+{
+	static const char ok[] = "{\"status\":\"ok\"}";
+	reply_text(r, 200, "application/json", ok, sizeof ok - 1);
+}
+
+void h_readyz(struct req *r)
+{
+	PGconn *c = req_db(r);
+	if (c == NULL)
+		return;
+	PGresult *res = PQexec(c, "SELECT 1");
+	if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+		static const char ok[] = "{\"status\":\"ready\",\"database\":\"ok\"}";
+		reply_text(r, 200, "application/json", ok, sizeof ok - 1);
+	} else {
+		reply_db_error(r, "readiness check", res);
+	}
+	PQclear(res);
+}
+
+void h_metrics(struct req *r)
+{
+	size_t cap = 256 * 1024, used;
+	char *buf = malloc(cap);
+	const char *names[METRICS_ROUTES];
+	char(*store)[96] = calloc((size_t)routes_count, sizeof *store);
+	if (buf == NULL || store == NULL) {
+		free(buf);
+		free(store);
+		reply_problemf(r, 500, "internal", "Internal error", "out of memory");
+		return;
+	}
+	for (int i = 0; i < routes_count && i < METRICS_ROUTES - 1; i++) {
+		snprintf(store[i], sizeof store[i], "%s %s", routes[i].method, routes[i].pattern);
+		names[i] = store[i];
+	}
+	used = metrics_render(buf, cap, names, routes_count);
+	used += (size_t)snprintf(buf + used, cap - used,
+	                         "# HELP meter_database_errors_total Database failures seen by "
+	                         "requests.\n# TYPE meter_database_errors_total counter\n"
+	                         "meter_database_errors_total %lu\n",
+	                         pool_errors(server_pool(r->srv)));
+	/* The rollup backlog, read now; absent when the database is away. */
+	struct pool *p = server_pool(r->srv);
+	char err[256];
+	PGconn *c = pool_take(p, 500, err, sizeof err);
+	int up = 0;
+	if (c) {
+		PGresult *res = q_exec(c, Q_ROLLUP_STATS, 0, NULL);
+		if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+			up = 1;
+			used += (size_t)snprintf(
+			        buf + used, cap - used,
+			        "# HELP meter_rollup_pending Sandboxes with samples not yet rolled "
+			        "up.\n"
+			        "# TYPE meter_rollup_pending gauge\nmeter_rollup_pending %s\n"
+			        "# HELP meter_samples_unattributed Sandboxes whose samples wait "
+			        "for "
+			        "registration.\n# TYPE meter_samples_unattributed gauge\n"
+			        "meter_samples_unattributed %s\n"
+			        "# HELP meter_rollup_lag_seconds Age of the oldest sample not yet "
+			        "rolled up.\n# TYPE meter_rollup_lag_seconds gauge\n"
+			        "meter_rollup_lag_seconds %.6f\n",
+			        PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
+			        strtod(PQgetvalue(res, 0, 2), NULL) / 1e6);
+		}
+		PQclear(res);
+		pool_give(p, c);
+	}
+	used += (size_t)snprintf(buf + used, cap - used,
+	                         "# HELP meter_database_up Whether the database answered.\n"
+	                         "# TYPE meter_database_up gauge\nmeter_database_up %d\n",
+	                         up);
+	if (used > cap)
+		used = cap;
+	reply_text(r, 200, "text/plain; version=0.0.4", buf, used);
+	free(buf);
+	free(store);
+}
+
+void h_openapi(struct req *r)
+{
+	reply_text(r, 200, "application/json", openapi_json, openapi_json_len);
+}
+
+/* The plan in force now, or an answer already given. */
+static bool plan_now(struct req *r, struct meter_plan *out)
+{
+	PGconn *c = req_db(r);
+	if (c == NULL)
+		return false;
+	PGresult *res = q_exec(c, Q_PLANS, 0, NULL);
+	struct meter_plan *plans = NULL;
+	size_t n = 0;
+	char err[256];
+	bool ok = false;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not read price plans", res);
+	} else if (!plans_from_result(res, &plans, &n, err, sizeof err)) {
+		reply_problemf(r, 500, "internal", "Internal error", "%s", err);
+	} else {
+		const struct meter_plan *p = meter_plan_at(plans, n, now_us());
+		if (p) {
+			*out = *p;
+			ok = true;
+		} else {
+			reply_problemf(r, 503, "no-price-plan", "No price plan",
+			               "no price plan is in force now");
+		}
+	}
+	free(plans);
+	PQclear(res);
+	return ok;
+}
+
+#define SIZE_FIELDS                                                                                \
+	{"vcpus", IN_DECIMAL, 3, 1, 256000, true, NULL},                                           \
+	{                                                                                          \
+		"memory_gib", IN_DECIMAL, 3, 1, 1024000, true, NULL                                \
+	}
+
+void h_rates(struct req *r)
+{
+	static const struct in_field f[] = {SIZE_FIELDS};
+	struct in_value v[2];
+	struct problem p;
+	struct meter_plan plan;
+	struct meter_rates rates;
+	if (!in_query(r->args, r->nargs, f, 2, v, &p)) {
+		reply_problem(r, &p);
+		return;
+	}
+	struct meter_size size = {.vcpu_milli = v[0].num, .mem_mgib = v[1].num};
+	if (!plan_now(r, &plan))
+		return;
+	if (meter_rates_of(&plan, &size, &rates) != METER_OK) {
+		reply_problemf(r, 422, "out-of-range", "Value out of range",
+		               "the rates of that size cannot be computed");
+		return;
+	}
+	reply_json(r, 200, report_rates_json(&plan, &size, &rates));
+}
+
+void h_estimates(struct req *r)
+{
+	static const struct in_field f[] = {
+	        {"runs_per_month", IN_DECIMAL, 0, 1, METER_EST_RUNS_MAX, true, NULL},
+	        {"minutes_per_run", IN_DECIMAL, 3, 1, METER_EST_MINUTES_MILLI_MAX, true, NULL},
+	        SIZE_FIELDS,
+	        {"avg_busy_vcpus", IN_DECIMAL, 3, 0, 256000, true, NULL},
+	};
+	struct in_value v[5];
+	struct problem p;
+	struct meter_plan plan;
+	struct meter_estimate e;
+	cJSON *body = in_parse_object(r->body, r->body_len, &p);
+	bool ok = body && in_fields(body, f, 5, v, &p);
+	cJSON_Delete(body);
+	if (!ok) {
+		reply_problem(r, &p);
+		return;
+	}
+	struct meter_estimate_input in = {
+	        .runs = v[0].num,
+	        .minutes_milli = v[1].num,
+	        .size = {.vcpu_milli = v[2].num, .mem_mgib = v[3].num},
+	        .busy_vcpu_milli = v[4].num,
+	};
+	if (in.busy_vcpu_milli > in.size.vcpu_milli) {
+		reply_problemf(r, 422, "out-of-range", "Value out of range",
+		               "field \"avg_busy_vcpus\" (%s) must not exceed \"vcpus\" (%s)",
+		               v[4].text, v[2].text);
+		return;
+	}
+	if (!plan_now(r, &plan))
+		return;
+	if (meter_estimate_month(&plan, &in, &e) != METER_OK) {
+		reply_problemf(r, 422, "out-of-range", "Value out of range",
+		               "the estimate of these figures cannot be computed");
+		return;
+	}
+	reply_json(r, 200, report_estimate_json(&plan, &e));
+}

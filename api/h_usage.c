@@ -1,0 +1,230 @@
+/* Usage from the hourly rollups, and the trial balance. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/account.h"
+#include "api/queries.h"
+#include "api/routes.h"
+#include "common/plans.h"
+#include "meter/checked.h"
+#include "meter/decimal.h"
+#include "meter/rating.h"
+#include "meter/timefmt.h"
+
+#define RANGE_MAX_US (INT64_C(400) * 86400 * 1000000) /* a bit over a year */
+
+/* Usage of one sandbox (or of all), kept per plan so cost is computed once per plan. */
+struct tally {
+	char id[160];
+	struct meter_usage total;
+	int64_t plan[8];
+	struct meter_usage by_plan[8];
+	int nplans;
+};
+
+static bool tally_add(struct tally *t, int64_t plan, const struct meter_usage *u)
+{
+	int i = 0;
+	while (i < t->nplans && t->plan[i] != plan)
+		i++;
+	if (i == t->nplans) {
+		if (t->nplans == 8)
+			return false;
+		t->plan[i] = plan;
+		t->by_plan[i] = (struct meter_usage){0};
+		t->nplans++;
+	}
+	return meter_usage_add(&t->by_plan[i], u) == METER_OK &&
+	       meter_usage_add(&t->total, u) == METER_OK;
+}
+
+static void put_us_as(cJSON *o, const char *name, int64_t us, int64_t per)
+{
+	char buf[METER_DECIMAL_BUF];
+	int64_t v = 0;
+	/* per µs a unit: seconds (1e6) exact to 6 decimals, hours to 6 decimals rounded */
+	(void)ck_div_round((meter_i128)us * 1000000, per, &v);
+	meter_decimal_format(v, 6, 0, buf, sizeof buf);
+	cJSON_AddStringToObject(o, name, buf);
+}
+
+static bool fill(cJSON *o, const struct tally *t, const struct meter_plan *plans, size_t n)
+{
+	meter_money cost = 0;
+	for (int i = 0; i < t->nplans; i++) {
+		const struct meter_plan *p = NULL;
+		struct meter_cost c;
+		for (size_t k = 0; k < n; k++)
+			if (plans[k].id == t->plan[i])
+				p = &plans[k];
+		if (p == NULL || meter_usage_cost(&t->by_plan[i], p, &c) != METER_OK ||
+		    meter_money_add(cost, c.total, &cost) != METER_OK)
+			return false;
+	}
+	const struct meter_usage *u = &t->total;
+	put_us_as(o, "cpu_seconds", u->cpu_measured_us, 1000000);
+	put_us_as(o, "vcpu_hours", u->cpu_billed_us, INT64_C(3600000000));
+	put_us_as(o, "gib_hours", u->mem_mgib_us, INT64_C(3600000000000));
+	put_us_as(o, "sandbox_hours", u->wall_us, INT64_C(3600000000));
+	put_us_as(o, "busy_hours", u->busy_us, INT64_C(3600000000));
+	put_us_as(o, "idle_hours", u->idle_us, INT64_C(3600000000));
+	char c1[METER_MONEY_BUF], c2[METER_MONEY_BUF];
+	meter_money_format_cents(cost, c1, sizeof c1);
+	meter_money_format_exact(cost, c2, sizeof c2);
+	cJSON_AddStringToObject(o, "cost", c1);
+	cJSON_AddStringToObject(o, "cost_exact", c2);
+	return true;
+}
+
+static bool load_plans(struct req *r, PGconn *c, struct meter_plan **plans, size_t *n)
+{
+	char err[256];
+	PGresult *res = q_exec(c, Q_PLANS, 0, NULL);
+	bool ok = PQresultStatus(res) == PGRES_TUPLES_OK &&
+	          plans_from_result(res, plans, n, err, sizeof err);
+	if (!ok)
+		reply_db_error(r, "could not read price plans", res);
+	PQclear(res);
+	return ok;
+}
+
+static bool data_as_of(struct req *r, PGconn *c, const char *id, char *out, size_t len)
+{
+	const char *params[] = {id};
+	PGresult *res = q_exec(c, Q_DATA_AS_OF, 1, params);
+	int64_t t;
+	bool ok = PQresultStatus(res) == PGRES_TUPLES_OK && col_int(res, 0, 0, &t);
+	if (ok)
+		meter_time_format(t, out, len);
+	else
+		reply_db_error(r, "could not read how fresh the figures are", res);
+	PQclear(res);
+	return ok;
+}
+
+void h_usage(struct req *r)
+{
+	static const struct in_field f[] = {
+	        {"from", IN_TIME, 0, 0, 0, true, NULL},
+	        {"to", IN_TIME, 0, 0, 0, true, NULL},
+	};
+	struct in_value v[2];
+	struct problem p;
+	const char *id = r->param[0];
+	if (!in_query(r->args, r->nargs, f, 2, v, &p)) {
+		reply_problem(r, &p);
+		return;
+	}
+	if (v[1].num <= v[0].num || v[1].num - v[0].num > RANGE_MAX_US) {
+		reply_problemf(r, 422, "invalid-range", "Invalid range",
+		               "\"to\" must be after \"from\" and at most 400 days later");
+		return;
+	}
+	if (!req_may_see(r, id))
+		return;
+	PGconn *c = req_db(r);
+	struct meter_plan *plans = NULL;
+	size_t nplans = 0;
+	if (c == NULL)
+		return;
+	/* Whole hours: from rounded down, to rounded up. */
+	int64_t from = meter_hour_of(v[0].num + 1), to = meter_hour_of(v[1].num) + 3600000000;
+	char fs[24], ts[24], asof[METER_TIME_BUF], when[METER_TIME_BUF];
+	snprintf(fs, sizeof fs, "%lld", (long long)from);
+	snprintf(ts, sizeof ts, "%lld", (long long)to);
+	const char *params[] = {id, fs, ts};
+	PGresult *acc = q_exec(c, Q_ACCOUNT, 1, params), *res = NULL;
+	if (PQresultStatus(acc) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not read the account", acc);
+		goto out;
+	}
+	if (PQntuples(acc) != 1) {
+		reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found", id);
+		goto out;
+	}
+	/* data_as_of first: every sample that arrived before it is in what follows. */
+	if (!data_as_of(r, c, id, asof, sizeof asof) || !load_plans(r, c, &plans, &nplans))
+		goto out;
+	res = q_exec(c, Q_USAGE, 3, params);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not read usage", res);
+		goto out;
+	}
+	int n = PQntuples(res);
+	struct tally *per = calloc((size_t)n + 1, sizeof *per), all = {0};
+	int nsb = 0;
+	bool ok = per != NULL;
+	for (int i = 0; ok && i < n; i++) {
+		struct meter_usage u;
+		int64_t plan;
+		const char *sb = PQgetvalue(res, i, 0);
+		if (nsb == 0 || strcmp(per[nsb - 1].id, sb) != 0)
+			snprintf(per[nsb++].id, sizeof per[0].id, "%s", sb);
+		ok = col_int(res, i, 1, &plan) && col_int(res, i, 2, &u.cpu_measured_us) &&
+		     col_int(res, i, 3, &u.cpu_billed_us) && col_int(res, i, 4, &u.busy_us) &&
+		     col_int(res, i, 5, &u.idle_us) && col_int(res, i, 6, &u.wall_us) &&
+		     col_int(res, i, 7, &u.mem_mgib_us) && tally_add(&per[nsb - 1], plan, &u) &&
+		     tally_add(&all, plan, &u);
+	}
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "account_id", id);
+	meter_time_format(from, when, sizeof when);
+	cJSON_AddStringToObject(o, "from", when);
+	meter_time_format(to, when, sizeof when);
+	cJSON_AddStringToObject(o, "to", when);
+	ok = ok && fill(o, &all, plans, nplans);
+	cJSON_AddStringToObject(o, "data_as_of", asof);
+	cJSON *arr = cJSON_AddArrayToObject(o, "sandboxes");
+	for (int i = 0; ok && i < nsb; i++) {
+		cJSON *s = cJSON_CreateObject();
+		cJSON_AddItemToArray(arr, s);
+		cJSON_AddStringToObject(s, "id", per[i].id);
+		ok = fill(s, &per[i], plans, nplans);
+	}
+	free(per);
+	if (ok) {
+		reply_json(r, 200, o);
+	} else {
+		cJSON_Delete(o);
+		reply_problemf(r, 500, "internal", "Internal error", "usage cannot be summed");
+	}
+out:
+	free(plans);
+	PQclear(acc);
+	PQclear(res);
+}
+
+void h_trial(struct req *r)
+{
+	struct account_state s;
+	const char *id = r->param[0];
+	if (r->nargs) {
+		reply_problemf(r, 400, "unknown-parameter", "Unknown query parameter",
+		               "this request takes no query parameters");
+		return;
+	}
+	if (!req_may_see(r, id))
+		return;
+	PGconn *c = req_db(r);
+	if (c == NULL || !account_state_load(r, c, id, false, &s))
+		return;
+	char g[METER_DECIMAL_BUF], u[METER_DECIMAL_BUF], l[METER_DECIMAL_BUF];
+	fmt_hours(s.a.grant_us, g, sizeof g);
+	fmt_hours(s.trial_used_us, u, sizeof u);
+	fmt_hours(s.trial_left_us, l, sizeof l);
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "account_id", id);
+	cJSON_AddStringToObject(o, "plan", s.a.plan);
+	cJSON_AddStringToObject(o, "grant_hours", g);
+	cJSON_AddStringToObject(o, "used_hours", u);
+	cJSON_AddStringToObject(o, "remaining_hours", l);
+	cJSON_AddNumberToObject(o, "remaining_seconds", (double)(s.trial_left_us / 1000000));
+	cJSON_AddBoolToObject(o, "exhausted", s.trial_left_us <= 0);
+	/* A trial account whose grant is spent should have its sandboxes stopped. */
+	cJSON_AddBoolToObject(o, "stop_running_sandboxes",
+	                      s.trial_left_us <= 0 && strcmp(s.a.plan, "trial") == 0 &&
+	                              s.running > 0);
+	cJSON_AddNumberToObject(o, "running", (double)s.running);
+	reply_json(r, 200, o);
+}

@@ -1,0 +1,418 @@
+#include "api/http.h"
+
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/metrics.h"
+#include "api/queries.h"
+#include "api/routes.h"
+#include "common/ids.h"
+#include "common/log.h"
+
+struct server {
+	struct MHD_Daemon *daemon;
+	struct pool *pool;
+	struct server_config cfg;
+};
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+struct pool *server_pool(struct server *s)
+{
+	return s->pool;
+}
+
+static void queue(struct req *r, unsigned status, const char *type, const char *body, size_t len)
+{
+	if (r->answered)
+		return;
+	struct MHD_Response *resp =
+	        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+	if (resp == NULL)
+		return;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	if (status == 401)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+	MHD_queue_response(r->mhd_conn, status, resp);
+	MHD_destroy_response(resp);
+	r->status = status;
+	r->answered = true;
+}
+
+void reply_text(struct req *r, unsigned status, const char *content_type, const char *text,
+                size_t len)
+{
+	queue(r, status, content_type, text, len);
+}
+
+void reply_json(struct req *r, unsigned status, cJSON *body)
+{
+	char *s = body ? cJSON_PrintUnformatted(body) : NULL;
+	cJSON_Delete(body);
+	if (s == NULL) {
+		reply_problemf(r, 500, "internal", "Internal error", "could not render the answer");
+		return;
+	}
+	queue(r, status, "application/json", s, strlen(s));
+	cJSON_free(s);
+}
+
+void reply_problem(struct req *r, const struct problem *p)
+{
+	cJSON *o = cJSON_CreateObject();
+	char type[96];
+	snprintf(type, sizeof type, "urn:meter:problem:%s", p->type);
+	if (o && cJSON_AddStringToObject(o, "type", type) &&
+	    cJSON_AddStringToObject(o, "title", p->title) &&
+	    cJSON_AddNumberToObject(o, "status", p->status) &&
+	    cJSON_AddStringToObject(o, "detail", p->detail) &&
+	    cJSON_AddStringToObject(o, "instance", r->path)) {
+		char *s = cJSON_PrintUnformatted(o);
+		if (s) {
+			queue(r, p->status, "application/problem+json", s, strlen(s));
+			cJSON_free(s);
+		}
+	}
+	cJSON_Delete(o);
+	if (p->status >= 500)
+		log_warn("%s %s: %u %s", r->method, r->path, p->status, p->detail);
+}
+
+void reply_problemf(struct req *r, unsigned status, const char *type, const char *title,
+                    const char *fmt, ...)
+{
+	struct problem p = {.status = status, .type = type, .title = title};
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(p.detail, sizeof p.detail, fmt, ap);
+	va_end(ap);
+	reply_problem(r, &p);
+}
+
+void reply_db_error(struct req *r, const char *what, const PGresult *res)
+{
+	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	pool_count_error(r->srv->pool);
+	log_warn("%s %s: %s: %s", r->method, r->path, what,
+	         msg ? msg : (r->db ? PQerrorMessage(r->db) : "no connection"));
+	reply_problemf(r, 503, "database-unavailable", "Database unavailable",
+	               "%s: the database did not answer; try again shortly", what);
+}
+
+PGconn *req_db(struct req *r)
+{
+	char err[512];
+	if (r->db)
+		return r->db;
+	r->db = pool_take(r->srv->pool, 2000, err, sizeof err);
+	if (r->db == NULL) {
+		log_warn("%s %s: %s", r->method, r->path, err);
+		reply_problemf(r, 503, "database-unavailable", "Database unavailable",
+		               "the database cannot be reached; try again shortly");
+	}
+	return r->db;
+}
+
+bool req_may_see(struct req *r, const char *account_id)
+{
+	if (r->admin || strcmp(r->account, account_id) == 0)
+		return true;
+	/* 404, not 403: a key never learns whether another account exists. */
+	reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found", account_id);
+	return false;
+}
+
+static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                              const char *value)
+{
+	(void)kind;
+	struct req *r = cls;
+	if (r->nargs == REQ_ARGS_MAX) {
+		r->too_many_args = true;
+		return MHD_NO;
+	}
+	r->args[r->nargs].name = key;
+	r->args[r->nargs].value = value;
+	r->nargs++;
+	return MHD_YES;
+}
+
+/* Splits the path into parts; false for a path that cannot be ours. */
+static bool split_path(struct req *r)
+{
+	snprintf(r->partbuf, sizeof r->partbuf, "%s", r->path);
+	r->nparts = 0;
+	for (char *save = NULL, *p = strtok_r(r->partbuf, "/", &save); p;
+	     p = strtok_r(NULL, "/", &save)) {
+		if (r->nparts == REQ_PATH_PARTS)
+			return false;
+		r->parts[r->nparts++] = p;
+	}
+	return true;
+}
+
+/* The route for the request; *allowed lists methods for the path when only the method is off. */
+static int find_route(struct req *r, char *allowed, size_t alen)
+{
+	allowed[0] = '\0';
+	for (int i = 0; i < routes_count; i++) {
+		const struct route *rt = &routes[i];
+		char pat[128];
+		char *pp[REQ_PATH_PARTS];
+		int np = 0;
+		snprintf(pat, sizeof pat, "%s", rt->pattern);
+		for (char *save = NULL, *p = strtok_r(pat, "/", &save); p && np < REQ_PATH_PARTS;
+		     p = strtok_r(NULL, "/", &save))
+			pp[np++] = p;
+		if (np != r->nparts)
+			continue;
+		int k;
+		for (k = 0; k < np; k++)
+			if (pp[k][0] != '{' && strcmp(pp[k], r->parts[k]) != 0)
+				break;
+		if (k < np)
+			continue;
+		if (strcmp(rt->method, r->method) != 0) {
+			size_t n = strlen(allowed);
+			snprintf(allowed + n, alen - n, "%s%s", n ? ", " : "", rt->method);
+			continue;
+		}
+		int nparam = 0;
+		for (k = 0; k < np && nparam < 2; k++)
+			if (pp[k][0] == '{') {
+				r->param[nparam++] = r->parts[k];
+				/* {id}: an account or sandbox id, checked here for every route */
+				if (strcmp(pp[k], "{id}") == 0 && !id_valid(r->parts[k]))
+					return -2;
+			}
+		return i;
+	}
+	return -1;
+}
+
+static bool authenticate(struct req *r)
+{
+	const char *h = r->auth_header;
+	if (h[0] == '\0') {
+		reply_problemf(r, 401, "unauthorized", "Unauthorized",
+		               "this request needs an API key: Authorization: Bearer KEY");
+		return false;
+	}
+	if (strncmp(h, "Bearer ", 7) != 0 || strlen(h + 7) != 67 || strncmp(h + 7, "mk_", 3) != 0) {
+		reply_problemf(r, 401, "unauthorized", "Unauthorized",
+		               "the Authorization header must be \"Bearer \" and an API key");
+		return false;
+	}
+	PGconn *c = req_db(r);
+	if (c == NULL)
+		return false;
+	const char *params[] = {h + 7};
+	PGresult *res = q_exec(c, Q_AUTH, 1, params);
+	bool ok = false;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not check the API key", res);
+	} else if (PQntuples(res) != 1) {
+		reply_problemf(r, 401, "unauthorized", "Unauthorized",
+		               "the API key is not valid (unknown or revoked)");
+	} else {
+		r->admin = strcmp(PQgetvalue(res, 0, 0), "admin") == 0;
+		snprintf(r->account, sizeof r->account, "%s", PQgetvalue(res, 0, 1));
+		ok = true;
+	}
+	PQclear(res);
+	return ok;
+}
+
+static void dispatch(struct req *r)
+{
+	char allowed[64];
+	if (!split_path(r)) {
+		reply_problemf(r, 404, "not-found", "Not found", "no such resource");
+		return;
+	}
+	int i = find_route(r, allowed, sizeof allowed);
+	if (i == -2) {
+		reply_problemf(r, 400, "invalid-id", "Invalid id", "the id in the path must be %s",
+		               ID_RULE);
+		return;
+	}
+	if (i < 0 && allowed[0]) {
+		reply_problemf(r, 405, "method-not-allowed", "Method not allowed",
+		               "%s is not allowed here; allowed: %s", r->method, allowed);
+		return;
+	}
+	if (i < 0) {
+		reply_problemf(r, 404, "not-found", "Not found", "no such resource: %s", r->path);
+		return;
+	}
+	r->route = &routes[i];
+	r->route_index = i;
+	if (r->too_large) {
+		reply_problemf(r, 413, "too-large", "Request body too large",
+		               "the body may be at most %d bytes", REQ_BODY_MAX);
+		return;
+	}
+	if (r->too_many_args) {
+		reply_problemf(r, 400, "unknown-parameter", "Too many query parameters",
+		               "at most %d query parameters", REQ_ARGS_MAX);
+		return;
+	}
+	if (r->route->auth != AUTH_PUBLIC && !authenticate(r))
+		return;
+	if (r->route->auth == AUTH_ADMIN && !r->admin) {
+		reply_problemf(r, 403, "forbidden", "Forbidden", "this request needs an admin key");
+		return;
+	}
+	r->route->handler(r);
+	if (!r->answered)
+		reply_problemf(r, 500, "internal", "Internal error", "the request got no answer");
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls)
+{
+	(void)version;
+	struct req *r = *con_cls;
+	if (r == NULL) {
+		r = calloc(1, sizeof *r);
+		if (r == NULL)
+			return MHD_NO;
+		r->srv = cls;
+		r->start_ns = mono_ns();
+		r->route_index = -1;
+		r->mhd_conn = mc;
+		snprintf(r->method, sizeof r->method, "%s", method);
+		snprintf(r->path, sizeof r->path, "%s", url);
+		const char *auth = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
+		                                               MHD_HTTP_HEADER_AUTHORIZATION);
+		if (auth && strlen(auth) < sizeof r->auth_header)
+			snprintf(r->auth_header, sizeof r->auth_header, "%s", auth);
+		else if (auth)
+			snprintf(r->auth_header, sizeof r->auth_header, "%s", "too long");
+		*con_cls = r;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		size_t n = *upload_size;
+		if (!r->too_large && r->body_len + n <= REQ_BODY_MAX) {
+			char *nb = realloc(r->body, r->body_len + n + 1);
+			if (nb == NULL)
+				return MHD_NO;
+			r->body = nb;
+			memcpy(r->body + r->body_len, upload, n);
+			r->body_len += n;
+			r->body[r->body_len] = '\0';
+		} else {
+			r->too_large = true;
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (strlen(url) >= sizeof r->path) {
+		reply_problemf(r, 414, "too-long", "URI too long", "the path is too long");
+		return MHD_YES;
+	}
+	MHD_get_connection_values(mc, MHD_GET_ARGUMENT_KIND, on_arg, r);
+	dispatch(r);
+	return r->answered ? MHD_YES : MHD_NO;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+	(void)mc;
+	(void)toe;
+	struct server *s = cls;
+	struct req *r = *con_cls;
+	if (r == NULL)
+		return;
+	if (r->db)
+		pool_give(s->pool, r->db);
+	if (r->answered)
+		metrics_request(r->route_index, r->status, mono_ns() - r->start_ns);
+	free(r->body);
+	free(r);
+	*con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	char line[512];
+	vsnprintf(line, sizeof line, fmt, ap);
+	line[strcspn(line, "\n")] = '\0';
+	log_debug("http: %s", line);
+}
+
+struct server *server_start(const struct server_config *cfg, char *err, size_t errlen)
+{
+	struct sockaddr_in addr = {.sin_family = AF_INET};
+	char host[64];
+	const char *colon = strrchr(cfg->listen, ':');
+	long port = colon ? strtol(colon + 1, NULL, 10) : -1;
+	if (colon == NULL || (size_t)(colon - cfg->listen) >= sizeof host || port < 0 ||
+	    port > 65535) {
+		snprintf(err, errlen, "--listen: \"%s\" is not HOST:PORT (an IPv4 address)",
+		         cfg->listen);
+		return NULL;
+	}
+	memcpy(host, cfg->listen, (size_t)(colon - cfg->listen));
+	host[colon - cfg->listen] = '\0';
+	if (strcmp(host, "localhost") == 0)
+		snprintf(host, sizeof host, "127.0.0.1");
+	if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
+		snprintf(err, errlen, "--listen: \"%s\" is not an IPv4 address", host);
+		return NULL;
+	}
+	addr.sin_port = htons((uint16_t)port);
+	struct server *s = calloc(1, sizeof *s);
+	if (s == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->cfg = *cfg;
+	s->pool = pool_new(cfg->db_url, cfg->pool_size);
+	if (s->pool == NULL) {
+		free(s);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->daemon = MHD_start_daemon(
+	        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, s,
+	        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
+	        (unsigned)cfg->threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->conn_limit,
+	        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout_s,
+	        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+	        NULL, MHD_OPTION_END);
+	if (s->daemon == NULL) {
+		snprintf(err, errlen, "could not listen on %s (in use, or not allowed?)",
+		         cfg->listen);
+		pool_free(s->pool);
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void server_stop(struct server *s)
+{
+	if (s == NULL)
+		return;
+	MHD_stop_daemon(s->daemon);
+	pool_free(s->pool);
+	free(s);
+}

@@ -1,0 +1,96 @@
+/*
+ * api/http.h: the HTTP server (libmicrohttpd, epoll, a thread pool).
+ *
+ * One struct req per request holds everything the request allocates: its
+ * body, its database connection, its answer; it is freed in one completion
+ * callback. Handlers read r->args, r->path and r->body, take a database
+ * connection with req_db(), and answer once with reply_json(),
+ * reply_text() or reply_problem().
+ */
+#ifndef API_HTTP_H
+#define API_HTTP_H
+
+#include <cjson/cJSON.h>
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/input.h"
+#include "api/pool.h"
+
+#define REQ_BODY_MAX   (64 * 1024)
+#define REQ_ARGS_MAX   16
+#define REQ_PATH_PARTS 8
+
+enum auth_need { AUTH_PUBLIC, AUTH_ANY, AUTH_ADMIN };
+
+struct req;
+typedef void (*handler_fn)(struct req *r);
+
+struct route {
+	const char *method;
+	const char *pattern; /* "/v1/accounts/{id}/usage": {x} matches one path part */
+	enum auth_need auth;
+	handler_fn handler;
+};
+
+struct server_config {
+	const char *listen;  /* HOST:PORT */
+	const char *db_url;  /* NULL: common/db.h's choice */
+	unsigned threads;    /* request threads */
+	unsigned pool_size;  /* database connections */
+	unsigned conn_limit; /* open HTTP connections */
+	unsigned timeout_s;  /* idle connection timeout */
+};
+
+struct server;
+
+struct req {
+	struct server *srv;
+	const struct route *route;
+	int route_index;
+	char method[16];
+	char path[512];
+	char *parts[REQ_PATH_PARTS]; /* the path's parts, pointing into partbuf */
+	char partbuf[512];
+	int nparts;
+	const char *param[2]; /* the {x} parts of the route, in order */
+	struct in_arg args[REQ_ARGS_MAX];
+	size_t nargs;
+	bool too_many_args;
+	char *body;
+	size_t body_len;
+	bool too_large;
+	char auth_header[256];
+	bool admin;        /* set by authentication */
+	char account[160]; /* an account key's account */
+	PGconn *db;
+	int64_t start_ns;
+	unsigned status;
+	bool answered;
+	void *mhd_conn; /* the struct MHD_Connection */
+};
+
+/* Starts the server; NULL with err. Routes are api/routes.c's table. */
+struct server *server_start(const struct server_config *cfg, char *err, size_t errlen);
+void server_stop(struct server *s);
+struct pool *server_pool(struct server *s);
+
+/* A database connection for this request (kept until it completes); NULL after answering 503. */
+PGconn *req_db(struct req *r);
+
+/* True when the request may see account id; answers 404 (and returns false) when not. */
+bool req_may_see(struct req *r, const char *account_id);
+
+void reply_json(struct req *r, unsigned status, cJSON *body); /* takes body */
+void reply_text(struct req *r, unsigned status, const char *content_type, const char *text,
+                size_t len);
+void reply_problem(struct req *r, const struct problem *p);
+void reply_problemf(struct req *r, unsigned status, const char *type, const char *title,
+                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Answers 503 for a database failure of what (and counts it). */
+void reply_db_error(struct req *r, const char *what, const PGresult *res);
+
+#endif

@@ -1,0 +1,105 @@
+/*
+ * meter-api: the HTTP API and the rollup worker.
+ *
+ * Reads DATABASE_URL. Requests are served by libmicrohttpd's thread pool
+ * (epoll); each request takes a pooled database connection. A worker thread
+ * rolls samples up into hourly usage. SIGTERM or SIGINT stops both cleanly.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/http.h"
+#include "api/rollup.h"
+#include "common/log.h"
+#include "common/opts.h"
+
+enum { O_LISTEN, O_THREADS, O_POOL, O_CONNS, O_TIMEOUT, O_ROLLUP, O_ROLLUP_MS, O_LOG, O_HELP, O_N };
+
+static const struct opt_def opts[O_N] = {
+        [O_LISTEN] = {"listen", OPT_STRING, 0, 0, 0, "127.0.0.1:8080", "METER_LISTEN", false,
+                      "HOST:PORT to serve HTTP on (IPv4)"},
+        [O_THREADS] = {"threads", OPT_DECIMAL, 0, 1, 256, "8", "METER_THREADS", false,
+                       "request threads"},
+        [O_POOL] = {"db-pool", OPT_DECIMAL, 0, 1, 256, "8", "METER_DB_POOL", false,
+                    "database connections for requests"},
+        [O_CONNS] = {"max-connections", OPT_DECIMAL, 0, 1, 100000, "1024", "METER_MAX_CONNECTIONS",
+                     false, "open HTTP connections at most"},
+        [O_TIMEOUT] = {"idle-timeout", OPT_DECIMAL, 0, 1, 3600, "30", "METER_IDLE_TIMEOUT", false,
+                       "seconds before an idle connection is closed"},
+        [O_ROLLUP] = {"no-rollup", OPT_FLAG, 0, 0, 0, NULL, NULL, false,
+                      "do not run the rollup worker in this process"},
+        [O_ROLLUP_MS] = {"rollup-idle", OPT_DURATION, 0, 10000, 60000000, "250ms",
+                         "METER_ROLLUP_IDLE", false,
+                         "pause of the rollup worker when nothing is queued"},
+        [O_LOG] = {"log-level", OPT_STRING, 0, 0, 0, "info", "METER_LOG_LEVEL", false,
+                   "error, warn, info or debug"},
+        [O_HELP] = {"help", OPT_FLAG, 0, 0, 0, NULL, NULL, false, "this text"},
+};
+
+int main(int argc, char **argv)
+{
+	struct opt_val v[O_N];
+	char err[1024];
+	enum log_level level;
+	log_init("meter-api", LOG_INFO, true);
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			opts_help(stdout,
+			          "usage: meter-api [--listen HOST:PORT] [options]\n"
+			          "the meter HTTP API and rollup worker (DATABASE_URL)",
+			          opts, O_N);
+			return 0;
+		}
+	if (!opts_parse(opts, O_N, argc - 1, argv + 1, v, err, sizeof err)) {
+		log_error("%s (see meter-api --help)", err);
+		return 2;
+	}
+	if (!log_level_parse(v[O_LOG].str, &level)) {
+		log_error("--log-level: \"%s\" is not one of error, warn, info, debug",
+		          v[O_LOG].str);
+		return 2;
+	}
+	log_init("meter-api", level, true);
+
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	/* Blocked before any thread starts, so every thread inherits it. */
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	struct server_config cfg = {
+	        .listen = v[O_LISTEN].str,
+	        .db_url = NULL,
+	        .threads = (unsigned)v[O_THREADS].num,
+	        .pool_size = (unsigned)v[O_POOL].num,
+	        .conn_limit = (unsigned)v[O_CONNS].num,
+	        .timeout_s = (unsigned)v[O_TIMEOUT].num,
+	};
+	struct server *s = server_start(&cfg, err, sizeof err);
+	if (s == NULL) {
+		log_error("%s", err);
+		return 2;
+	}
+	struct rollup *w = NULL;
+	if (!v[O_ROLLUP].set) {
+		w = rollup_start(NULL, (int)(v[O_ROLLUP_MS].num / 1000));
+		if (w == NULL) {
+			log_error("could not start the rollup worker");
+			server_stop(s);
+			return 1;
+		}
+	}
+	log_info("listening on http://%s (%u threads, %u database connections%s)", cfg.listen,
+	         cfg.threads, cfg.pool_size, w ? ", rollup worker on" : "");
+	int sig = 0;
+	sigwait(&mask, &sig);
+	log_info("signal %d: stopping", sig);
+	server_stop(s);
+	rollup_stop(w);
+	return 0;
+}

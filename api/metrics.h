@@ -1,0 +1,20 @@
+/*
+ * api/metrics.h: counters for /metrics (Prometheus text format).
+ *
+ * Requests by route and status, a latency histogram per route, database
+ * errors (from the pool) and, read at scrape time, the rollup backlog.
+ */
+#ifndef API_METRICS_H
+#define API_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define METRICS_ROUTES 32 /* route indexes; the last one is "unmatched" */
+
+void metrics_request(int route, unsigned status, int64_t ns);
+
+/* Appends the request metrics, in text format, to buf; returns the length used. */
+size_t metrics_render(char *buf, size_t len, const char *const *route_names, int nroutes);
+
+#endif

@@ -1,0 +1,139 @@
+#include "api/pool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/queries.h"
+#include "common/db.h"
+#include "common/log.h"
+
+struct slot {
+	PGconn *conn;
+	bool busy;
+};
+
+struct pool {
+	pthread_mutex_t mu;
+	pthread_cond_t freed;
+	char *url;
+	size_t size;
+	struct slot *slots;
+	atomic_ulong errors;
+};
+
+struct pool *pool_new(const char *url, size_t size)
+{
+	struct pool *p = calloc(1, sizeof *p);
+	if (p == NULL)
+		return NULL;
+	p->slots = calloc(size, sizeof *p->slots);
+	p->url = url ? strdup(url) : NULL;
+	if (p->slots == NULL || (url && p->url == NULL)) {
+		free(p->slots);
+		free(p->url);
+		free(p);
+		return NULL;
+	}
+	p->size = size;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->freed, NULL);
+	return p;
+}
+
+void pool_free(struct pool *p)
+{
+	if (p == NULL)
+		return;
+	for (size_t i = 0; i < p->size; i++)
+		if (p->slots[i].conn)
+			PQfinish(p->slots[i].conn);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->freed);
+	free(p->slots);
+	free(p->url);
+	free(p);
+}
+
+static PGconn *open_conn(struct pool *p, char *err, size_t errlen)
+{
+	PGconn *c = db_connect(p->url, err, errlen);
+	if (c && !queries_prepare(c, err, errlen)) {
+		PQfinish(c);
+		c = NULL;
+	}
+	return c;
+}
+
+PGconn *pool_take(struct pool *p, int wait_ms, char *err, size_t errlen)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += wait_ms / 1000;
+	until.tv_nsec += (long)(wait_ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&p->mu);
+	struct slot *s = NULL;
+	for (;;) {
+		for (size_t i = 0; i < p->size && !s; i++)
+			if (!p->slots[i].busy)
+				s = &p->slots[i];
+		if (s || pthread_cond_timedwait(&p->freed, &p->mu, &until) != 0)
+			break;
+	}
+	if (s)
+		s->busy = true;
+	pthread_mutex_unlock(&p->mu);
+	if (s == NULL) {
+		snprintf(err, errlen, "all %zu database connections are busy", p->size);
+		return NULL;
+	}
+	if (s->conn && PQstatus(s->conn) != CONNECTION_OK) {
+		PQfinish(s->conn);
+		s->conn = NULL;
+	}
+	if (s->conn == NULL)
+		s->conn = open_conn(p, err, errlen);
+	if (s->conn == NULL) {
+		atomic_fetch_add(&p->errors, 1);
+		pthread_mutex_lock(&p->mu);
+		s->busy = false;
+		pthread_cond_signal(&p->freed);
+		pthread_mutex_unlock(&p->mu);
+		return NULL;
+	}
+	return s->conn;
+}
+
+void pool_give(struct pool *p, PGconn *c)
+{
+	if (c == NULL)
+		return;
+	/* A request that failed in mid-transaction leaves nothing open behind it. */
+	if (PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) != PQTRANS_IDLE)
+		PQclear(PQexec(c, "ROLLBACK"));
+	pthread_mutex_lock(&p->mu);
+	for (size_t i = 0; i < p->size; i++)
+		if (p->slots[i].conn == c) {
+			p->slots[i].busy = false;
+			break;
+		}
+	pthread_cond_signal(&p->freed);
+	pthread_mutex_unlock(&p->mu);
+}
+
+void pool_count_error(struct pool *p)
+{
+	atomic_fetch_add(&p->errors, 1);
+}
+
+unsigned long pool_errors(struct pool *p)
+{
+	return atomic_load(&p->errors);
+}

@@ -1,0 +1,36 @@
+/*
+ * api/pool.h: a fixed pool of PostgreSQL connections for request threads.
+ *
+ * A request takes a connection for its whole life and gives it back when it
+ * completes. A connection found broken is reconnected when next taken; when
+ * the database is away, taking one fails at once (the request answers 503)
+ * and the pool tries again on the next request. Every connection has the
+ * API's statements prepared (api/queries.h).
+ */
+#ifndef API_POOL_H
+#define API_POOL_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct pool;
+
+/* A pool of size connections to url (NULL: common/db.h's choice); none opened yet. */
+struct pool *pool_new(const char *url, size_t size);
+void pool_free(struct pool *p);
+
+/*
+ * Takes a connection, waiting up to wait_ms for a free one. NULL with err
+ * when none is free in time or the database cannot be reached.
+ */
+PGconn *pool_take(struct pool *p, int wait_ms, char *err, size_t errlen);
+
+/* Gives a connection back; broken ones are closed and reopened later. */
+void pool_give(struct pool *p, PGconn *c);
+
+/* Counts database errors for /metrics. */
+void pool_count_error(struct pool *p);
+unsigned long pool_errors(struct pool *p);
+
+#endif

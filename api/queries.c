@@ -1,0 +1,96 @@
+#include "api/queries.h"
+
+#include <stdio.h>
+
+#include "common/db.h"
+
+#define US(col) "(extract(epoch FROM " col ") * 1000000)::bigint"
+#define TS(n)   "('epoch'::timestamptz + (" n ")::bigint * interval '1 microsecond')"
+
+#define ACCOUNT_COLS                                                                               \
+	"id, name, plan, trial_grant_seconds, max_concurrent, monthly_spend_cap::text, " US(       \
+	        "created_at")
+#define SANDBOX_COLS                                                                               \
+	"id, account_id, vcpus::text, memory_gib::text, " US("started_at") ", " US(                \
+	        "stopped_at") ", " US("registered_at")
+#define SUMS                                                                                       \
+	"sum(cpu_measured_us), sum(cpu_billed_us), sum(busy_us), sum(idle_us), sum(wall_us), "     \
+	"sum(memory_mgib_us)"
+
+static const char *const sql[Q_COUNT] = {
+        [Q_AUTH] = "SELECT role, account_id FROM api_keys "
+                   "WHERE key_hash = sha256(convert_to($1, 'UTF8')) AND revoked_at IS NULL",
+        [Q_PLANS] = "SELECT id, name, " US(
+                "effective_from") ", cpu_vcpu_hour::text, "
+                                  "memory_gib_hour::text, cpu_floor::text FROM price_plans "
+                                  "ORDER BY effective_from",
+        [Q_ACCOUNT] = "SELECT " ACCOUNT_COLS " FROM accounts WHERE id = $1",
+        [Q_ACCOUNT_LOCK] = "SELECT " ACCOUNT_COLS " FROM accounts WHERE id = $1 FOR UPDATE",
+        [Q_ACCOUNT_NEW] = "INSERT INTO accounts (id, name, plan, monthly_spend_cap) "
+                          "VALUES ($1, $2, $3, $4::numeric) RETURNING " ACCOUNT_COLS,
+        [Q_RUNNING] = "SELECT count(*) FROM sandboxes WHERE account_id = $1 AND stopped_at IS NULL",
+        [Q_WALL_BEFORE] = "SELECT coalesce(sum(wall_us), 0) FROM account_month "
+                          "WHERE account_id = $1 AND month < " TS("$2") "::date",
+        [Q_MONTH] = "SELECT price_plan_id, " SUMS " FROM account_month "
+                    "WHERE account_id = $1 AND month = (" TS(
+                            "$2") " AT TIME ZONE 'UTC')::date "
+                                  "GROUP BY price_plan_id ORDER BY price_plan_id",
+        [Q_MONTH_HOURS] = "SELECT " US(
+                "hour") ", price_plan_id, " SUMS " FROM usage_hourly "
+                        "WHERE account_id = $1 AND hour >= " TS("$2") " AND hour < " TS(
+                                "$2") " + interval '1 month' "
+                                      "GROUP BY hour, price_plan_id ORDER BY hour, price_plan_id",
+        [Q_SANDBOX] = "SELECT " SANDBOX_COLS " FROM sandboxes WHERE id = $1",
+        [Q_SANDBOX_NEW] =
+                "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) "
+                "VALUES ($1, $2, $3::numeric, $4::numeric, " TS("$5") ") "
+                                                                      "RETURNING " SANDBOX_COLS,
+        [Q_SANDBOX_STOP] = "UPDATE sandboxes SET stopped_at = " TS(
+                "$2") " "
+                      "WHERE id = $1 AND stopped_at IS NULL RETURNING " SANDBOX_COLS,
+        [Q_MARK] = "INSERT INTO rollup_queue (sandbox_id, from_ts, queued_at) "
+                   "VALUES ($1, coalesce(" TS(
+                           "$2") ", '-infinity'), clock_timestamp()) "
+                                 "ON CONFLICT (sandbox_id) DO UPDATE SET "
+                                 "from_ts = least(rollup_queue.from_ts, EXCLUDED.from_ts), "
+                                 "queued_at = least(rollup_queue.queued_at, EXCLUDED.queued_at), "
+                                 "waiting = NULL",
+        [Q_USAGE] = "SELECT sandbox_id, price_plan_id, " SUMS " FROM usage_hourly "
+                    "WHERE account_id = $1 AND hour >= " TS("$2") " AND hour < " TS(
+                            "$3") " "
+                                  "GROUP BY sandbox_id, price_plan_id ORDER BY sandbox_id, "
+                                  "price_plan_id",
+        [Q_DATA_AS_OF] = "SELECT " US(
+                "coalesce(min(q.queued_at), now())") " FROM rollup_queue q "
+                                                     "JOIN sandboxes s ON s.id = q.sandbox_id "
+                                                     "WHERE s.account_id = $1 AND q.waiting IS "
+                                                     "NULL",
+        [Q_ROLLUP_STATS] =
+                "SELECT count(*) FILTER (WHERE waiting IS NULL), "
+                "count(*) FILTER (WHERE waiting IS NOT NULL), "
+                "coalesce(" US("clock_timestamp() - min(queued_at) FILTER (WHERE waiting "
+                               "IS NULL)") ", 0) "
+                                           "FROM rollup_queue",
+};
+
+bool queries_prepare(PGconn *c, char *err, size_t errlen)
+{
+	for (int i = 0; i < Q_COUNT; i++) {
+		char name[16], what[64];
+		snprintf(name, sizeof name, "q%d", i);
+		snprintf(what, sizeof what, "could not prepare statement %d", i);
+		PGresult *r = PQprepare(c, name, sql[i], 0, NULL);
+		bool ok = db_check(r, PGRES_COMMAND_OK, what, err, errlen);
+		PQclear(r);
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+PGresult *q_exec(PGconn *c, enum query q, int nparams, const char *const *params)
+{
+	char name[16];
+	snprintf(name, sizeof name, "q%d", (int)q);
+	return PQexecPrepared(c, name, nparams, params, NULL, NULL, 0);
+}

@@ -1,0 +1,39 @@
+/*
+ * api/queries.h: every statement the API runs, prepared on each pooled
+ * connection. Parameters always go as $n; times go in and out as µs since
+ * the epoch (exact, no float), money and sizes as numeric text.
+ */
+#ifndef API_QUERIES_H
+#define API_QUERIES_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+enum query {
+	Q_AUTH,         /* key -> role, account_id */
+	Q_PLANS,        /* every price plan */
+	Q_ACCOUNT,      /* id -> the account */
+	Q_ACCOUNT_LOCK, /* id -> the account, locked FOR UPDATE */
+	Q_ACCOUNT_NEW,  /* id, name, plan, cap -> the account */
+	Q_RUNNING,      /* account -> running sandboxes */
+	Q_WALL_BEFORE,  /* account, month start µs -> wall µs before that month */
+	Q_MONTH,        /* account, month start µs -> per plan sums of the month */
+	Q_MONTH_HOURS,  /* account, month start µs -> per hour and plan sums, in order */
+	Q_SANDBOX,      /* id -> the sandbox */
+	Q_SANDBOX_NEW,  /* id, account, vcpus, memory, started µs -> the sandbox */
+	Q_SANDBOX_STOP, /* id, stopped µs -> the sandbox, when it was running */
+	Q_MARK,         /* sandbox, from µs (NULL: everything) -> queue a re-rating */
+	Q_USAGE,        /* account, from µs, to µs -> per sandbox and plan sums */
+	Q_DATA_AS_OF,   /* account -> oldest pending mark of its sandboxes, or now (µs) */
+	Q_ROLLUP_STATS, /* -> pending marks, waiting marks, age of the oldest (µs) */
+	Q_COUNT
+};
+
+/* Prepares every statement on c; false with err. */
+bool queries_prepare(PGconn *c, char *err, size_t errlen);
+
+/* Runs a prepared statement with text parameters (NULL for SQL NULL). */
+PGresult *q_exec(PGconn *c, enum query q, int nparams, const char *const *params);
+
+#endif

@@ -1,0 +1,515 @@
+#include "api/rollup.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/db.h"
+#include "common/log.h"
+#include "common/plans.h"
+#include "meter/checked.h"
+#include "meter/decimal.h"
+#include "meter/rating.h"
+#include "meter/timefmt.h"
+
+#define US(col) "(extract(epoch FROM " col ") * 1000000)::bigint"
+#define TS(n)   "('epoch'::timestamptz + (" n ")::bigint * interval '1 microsecond')"
+
+/* Usage of one hour under one plan. */
+struct bucket {
+	int64_t hour, plan;
+	struct meter_usage u;
+};
+
+struct job {
+	char sandbox[160], account[160];
+	struct meter_size size;
+	int64_t started, stopped; /* METER_TIME_NONE when not known */
+	int64_t window;           /* re-rate intervals ending after this (an hour start) */
+	const struct meter_plan *plans;
+	size_t nplans;
+	struct bucket *b;
+	size_t nb, capb;
+};
+
+static bool get_int(const PGresult *r, int row, int col, int64_t *out)
+{
+	if (PQgetisnull(r, row, col)) {
+		*out = METER_TIME_NONE;
+		return true;
+	}
+	return meter_decimal_parse(PQgetvalue(r, row, col), 0, true, out) == METER_OK;
+}
+
+static enum meter_status emit(void *ctx, const struct meter_interval *iv,
+                              const struct meter_plan *plan)
+{
+	struct job *j = ctx;
+	if (iv->end_us <= j->window)
+		return METER_OK; /* before the window: its hour is not re-rated */
+	int64_t hour = meter_hour_of(iv->end_us);
+	size_t i = j->nb;
+	while (i > 0 && !(j->b[i - 1].hour == hour && j->b[i - 1].plan == plan->id))
+		i--;
+	if (i == 0) {
+		if (j->nb == j->capb) {
+			size_t cap = j->capb ? j->capb * 2 : 16;
+			struct bucket *nb = realloc(j->b, cap * sizeof *nb);
+			if (nb == NULL)
+				return METER_EOVERFLOW;
+			j->b = nb;
+			j->capb = cap;
+		}
+		j->b[j->nb] = (struct bucket){.hour = hour, .plan = plan->id};
+		i = ++j->nb;
+	}
+	return meter_usage_add_interval(&j->b[i - 1].u, &j->size, iv);
+}
+
+static PGresult *run(PGconn *c, const char *sql, int n, const char *const *p, ExecStatusType want,
+                     const char *what, char *err, size_t errlen)
+{
+	PGresult *r = PQexecParams(c, sql, n, NULL, p, NULL, NULL, 0);
+	if (!db_check(r, want, what, err, errlen)) {
+		PQclear(r);
+		return NULL;
+	}
+	return r;
+}
+
+/* Registers a sandbox from its cgroup's limits, when its path named an account. */
+static bool auto_register(PGconn *c, const char *sb, bool *done, char *err, size_t errlen)
+{
+	const char *p[] = {sb};
+	PGresult *r =
+	        run(c,
+	            "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib) "
+	            "SELECT s.sandbox_id, s.account_id, round(s.cpu_limit_millicores / 1000.0, 3), "
+	            "ceil(s.memory_limit_bytes * 1000.0 / 1073741824) / 1000 "
+	            "FROM (SELECT * FROM samples WHERE sandbox_id = $1 "
+	            "      AND account_id IS NOT NULL AND cpu_limit_millicores IS NOT NULL "
+	            "      AND memory_limit_bytes IS NOT NULL ORDER BY ts DESC LIMIT 1) s "
+	            "JOIN accounts a ON a.id = s.account_id "
+	            "WHERE s.cpu_limit_millicores <= 256000 "
+	            "AND s.memory_limit_bytes <= 1024::bigint * 1073741824 "
+	            "ON CONFLICT DO NOTHING",
+	            1, p, PGRES_COMMAND_OK, "could not register a sandbox", err, errlen);
+	if (r == NULL)
+		return false;
+	*done = strcmp(PQcmdTuples(r), "1") == 0;
+	PQclear(r);
+	if (*done)
+		log_info("sandbox %s registered from its cgroup's limits", sb);
+	return true;
+}
+
+/* Loads the sandbox; *found false when it is not registered (and could not be). */
+static bool load_sandbox(PGconn *c, struct job *j, bool *found, char *err, size_t errlen)
+{
+	const char *p[] = {j->sandbox};
+	for (int attempt = 0; attempt < 2; attempt++) {
+		PGresult *r = run(
+		        c,
+		        "SELECT account_id, vcpus::text, memory_gib::text, " US(
+		                "started_at") ", " US("stopped_at") " FROM sandboxes WHERE id = $1",
+		        1, p, PGRES_TUPLES_OK, "could not read a sandbox", err, errlen);
+		if (r == NULL)
+			return false;
+		if (PQntuples(r) == 1) {
+			snprintf(j->account, sizeof j->account, "%s", PQgetvalue(r, 0, 0));
+			bool ok = meter_decimal_parse(PQgetvalue(r, 0, 1), 3, false,
+			                              &j->size.vcpu_milli) == METER_OK &&
+			          meter_decimal_parse(PQgetvalue(r, 0, 2), 3, false,
+			                              &j->size.mem_mgib) == METER_OK &&
+			          get_int(r, 0, 3, &j->started) && get_int(r, 0, 4, &j->stopped);
+			PQclear(r);
+			if (!ok)
+				snprintf(err, errlen, "sandbox %s has a malformed row", j->sandbox);
+			*found = ok;
+			return ok;
+		}
+		PQclear(r);
+		bool done = false;
+		if (attempt == 0 && !auto_register(c, j->sandbox, &done, err, errlen))
+			return false;
+		if (!done)
+			break;
+	}
+	*found = false;
+	return true;
+}
+
+struct smp {
+	int64_t inc, t, cpu;
+	size_t order; /* rank of its incarnation's first appearance */
+};
+
+static int cmp_smp(const void *a, const void *b)
+{
+	const struct smp *x = a, *y = b;
+	if (x->order != y->order)
+		return x->order < y->order ? -1 : 1;
+	return x->t < y->t ? -1 : x->t > y->t;
+}
+
+/* Rates the window of one sandbox into j->b. */
+static bool rate(PGconn *c, struct job *j, char *err, size_t errlen)
+{
+	char w[24];
+	snprintf(w, sizeof w, "%lld", (long long)j->window);
+	const char *p[] = {j->sandbox, w};
+	PGresult *first = NULL, *win = NULL, *seed = NULL;
+	struct smp *s = NULL;
+	bool ok = false;
+	/* The sandbox's first incarnation: the one with the earliest sample. */
+	first = run(c,
+	            "SELECT incarnation FROM samples WHERE sandbox_id = $1 "
+	            "ORDER BY ts, incarnation LIMIT 1",
+	            1, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
+	win = first ? run(c,
+	                  "SELECT incarnation, " US("ts") ", cpu_usage_us FROM samples "
+	                                                  "WHERE sandbox_id = $1 AND ts > " TS(
+	                                                          "$2") " ORDER BY ts, incarnation",
+	                  2, p, PGRES_TUPLES_OK, "could not read samples", err, errlen)
+	            : NULL;
+	if (win == NULL)
+		goto out;
+	int64_t first_inc = METER_TIME_NONE;
+	if (PQntuples(first) == 1 && !get_int(first, 0, 0, &first_inc))
+		goto bad;
+	size_t n = (size_t)PQntuples(win);
+	s = calloc(n + 1, sizeof *s);
+	if (s == NULL)
+		goto bad;
+	/* Group by incarnation, in the order incarnations first appear, then by time. */
+	int64_t incs[64];
+	size_t ninc = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!get_int(win, (int)i, 0, &s[i].inc) || !get_int(win, (int)i, 1, &s[i].t) ||
+		    !get_int(win, (int)i, 2, &s[i].cpu))
+			goto bad;
+		size_t k = 0;
+		while (k < ninc && incs[k] != s[i].inc)
+			k++;
+		if (k == ninc) {
+			if (ninc == 64) {
+				snprintf(err, errlen,
+				         "sandbox %s has over 64 incarnations in an hour",
+				         j->sandbox);
+				goto out;
+			}
+			incs[ninc++] = s[i].inc;
+		}
+		s[i].order = k;
+	}
+	qsort(s, n, sizeof *s, cmp_smp);
+
+	struct meter_series ser;
+	struct meter_span sp;
+	meter_series_init(&ser);
+	bool before_window = false; /* any sample at or before the window */
+	for (size_t i = 0; i < n; i++) {
+		if (i == 0 || s[i].inc != s[i - 1].inc) {
+			/* Seed the series with this incarnation's last sample before the window. */
+			char inc[24];
+			snprintf(inc, sizeof inc, "%lld", (long long)s[i].inc);
+			const char *sp3[] = {j->sandbox, w, inc};
+			PQclear(seed);
+			seed = run(
+			        c,
+			        "SELECT " US(
+			                "ts") ", cpu_usage_us FROM samples WHERE sandbox_id = $1 "
+			                      "AND incarnation = $3 AND ts <= " TS(
+			                              "$2") " ORDER BY ts DESC LIMIT 1",
+			        3, sp3, PGRES_TUPLES_OK, "could not read samples", err, errlen);
+			if (seed == NULL)
+				goto out;
+			if (PQntuples(seed) == 1) {
+				struct meter_sample last = {.incarnation = s[i].inc};
+				if (!get_int(seed, 0, 0, &last.t_us) ||
+				    !get_int(seed, 0, 1, &last.cpu_us))
+					goto bad;
+				meter_series_resume(&ser, &last);
+				before_window = true;
+			} else if (s[i].inc != first_inc) {
+				meter_series_after_other(&ser);
+			} else {
+				meter_series_init(&ser);
+			}
+		}
+		struct meter_sample m = {
+		        .incarnation = s[i].inc, .t_us = s[i].t, .cpu_us = s[i].cpu};
+		enum meter_status st = meter_series_next(&ser, &m, j->started, &sp);
+		if (st == METER_SKIP)
+			continue;
+		if (st != METER_OK)
+			goto rule;
+		const struct meter_plan *plan = meter_plan_at(j->plans, j->nplans, sp.end_us);
+		struct meter_interval iv;
+		if (plan == NULL) {
+			st = METER_ENOPLAN;
+			goto rule;
+		}
+		if ((st = meter_interval_rate(&j->size, plan->cpu_floor_ppm, &sp, &iv)) ||
+		    (st = emit(j, &iv, plan)))
+			goto rule;
+	}
+	/* The stop after the last sample (or after the last one before the window). */
+	if (n == 0) {
+		PQclear(seed);
+		seed = run(c,
+		           "SELECT incarnation, " US(
+		                   "ts") ", cpu_usage_us FROM samples "
+		                         "WHERE sandbox_id = $1 ORDER BY ts DESC LIMIT 1",
+		           1, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
+		if (seed == NULL)
+			goto out;
+		if (PQntuples(seed) == 1) {
+			struct meter_sample last;
+			if (!get_int(seed, 0, 0, &last.incarnation) ||
+			    !get_int(seed, 0, 1, &last.t_us) || !get_int(seed, 0, 2, &last.cpu_us))
+				goto bad;
+			meter_series_resume(&ser, &last);
+		}
+	}
+	(void)before_window;
+	enum meter_status st = meter_series_close(&ser, j->started, j->stopped, &sp);
+	if (st == METER_OK) {
+		const struct meter_plan *plan = meter_plan_at(j->plans, j->nplans, sp.end_us);
+		struct meter_interval iv;
+		if (plan == NULL) {
+			st = METER_ENOPLAN;
+			goto rule;
+		}
+		if ((st = meter_interval_rate(&j->size, plan->cpu_floor_ppm, &sp, &iv)) ||
+		    (st = emit(j, &iv, plan)))
+			goto rule;
+	}
+	ok = true;
+	goto out;
+rule:
+	snprintf(err, errlen, "sandbox %s cannot be rated: %s", j->sandbox,
+	         meter_strerror(METER_EINVAL));
+	goto out;
+bad:
+	snprintf(err, errlen, "sandbox %s: malformed samples", j->sandbox);
+out:
+	free(s);
+	PQclear(first);
+	PQclear(win);
+	PQclear(seed);
+	return ok;
+}
+
+/* Replaces the sandbox's hours from the window on, keeping account_month in step. */
+static bool store(PGconn *c, struct job *j, char *err, size_t errlen)
+{
+	char w[24];
+	snprintf(w, sizeof w, "%lld", (long long)j->window);
+	const char *p[] = {j->account, j->sandbox, w};
+	PGresult *r = run(
+	        c,
+	        "WITH old AS (DELETE FROM usage_hourly WHERE account_id = $1 AND sandbox_id = $2 "
+	        "  AND hour > " TS(
+	                "$3") " - interval '1 hour' RETURNING *), "
+	                      "agg AS (SELECT account_id, (date_trunc('month', hour AT TIME ZONE "
+	                      "'UTC'))::date m, "
+	                      "  price_plan_id, sum(cpu_measured_us) a, sum(cpu_billed_us) b, "
+	                      "sum(busy_us) c, "
+	                      "  sum(idle_us) d, sum(wall_us) e, sum(memory_mgib_us) f FROM old "
+	                      "GROUP BY 1, 2, 3) "
+	                      "UPDATE account_month t SET cpu_measured_us = t.cpu_measured_us - "
+	                      "agg.a, "
+	                      "  cpu_billed_us = t.cpu_billed_us - agg.b, busy_us = t.busy_us - "
+	                      "agg.c, "
+	                      "  idle_us = t.idle_us - agg.d, wall_us = t.wall_us - agg.e, "
+	                      "  memory_mgib_us = t.memory_mgib_us - agg.f "
+	                      "FROM agg WHERE t.account_id = agg.account_id AND t.month = agg.m "
+	                      "  AND t.price_plan_id = agg.price_plan_id",
+	        3, p, PGRES_COMMAND_OK, "could not replace hourly usage", err, errlen);
+	if (r == NULL)
+		return false;
+	PQclear(r);
+	for (size_t i = 0; i < j->nb; i++) {
+		const struct bucket *b = &j->b[i];
+		char v[8][24];
+		snprintf(v[0], 24, "%lld", (long long)b->hour);
+		snprintf(v[1], 24, "%lld", (long long)b->plan);
+		snprintf(v[2], 24, "%lld", (long long)b->u.cpu_measured_us);
+		snprintf(v[3], 24, "%lld", (long long)b->u.cpu_billed_us);
+		snprintf(v[4], 24, "%lld", (long long)b->u.busy_us);
+		snprintf(v[5], 24, "%lld", (long long)b->u.idle_us);
+		snprintf(v[6], 24, "%lld", (long long)b->u.wall_us);
+		snprintf(v[7], 24, "%lld", (long long)b->u.mem_mgib_us);
+		const char *q[] = {j->account, j->sandbox, v[0], v[1], v[2],
+		                   v[3],       v[4],       v[5], v[6], v[7]};
+		r = run(c,
+		        "WITH ins AS (INSERT INTO usage_hourly (account_id, sandbox_id, hour, "
+		        "  price_plan_id, cpu_measured_us, cpu_billed_us, busy_us, idle_us, "
+		        "wall_us, "
+		        "  memory_mgib_us, updated_at) VALUES ($1, $2, " TS(
+		                "$3") ", $4, $5, $6, $7, "
+		                      "  $8, $9, $10, now()) RETURNING *) "
+		                      "INSERT INTO account_month AS t (account_id, month, "
+		                      "price_plan_id, "
+		                      "  cpu_measured_us, cpu_billed_us, busy_us, idle_us, "
+		                      "wall_us, memory_mgib_us) "
+		                      "SELECT account_id, (date_trunc('month', hour AT TIME ZONE "
+		                      "'UTC'))::date, "
+		                      "  price_plan_id, cpu_measured_us, cpu_billed_us, busy_us, "
+		                      "idle_us, wall_us, "
+		                      "  memory_mgib_us FROM ins "
+		                      "ON CONFLICT (account_id, month, price_plan_id) DO UPDATE "
+		                      "SET "
+		                      "  cpu_measured_us = t.cpu_measured_us + "
+		                      "EXCLUDED.cpu_measured_us, "
+		                      "  cpu_billed_us = t.cpu_billed_us + EXCLUDED.cpu_billed_us, "
+		                      "  busy_us = t.busy_us + EXCLUDED.busy_us, idle_us = "
+		                      "t.idle_us + EXCLUDED.idle_us, "
+		                      "  wall_us = t.wall_us + EXCLUDED.wall_us, "
+		                      "  memory_mgib_us = t.memory_mgib_us + "
+		                      "EXCLUDED.memory_mgib_us",
+		        10, q, PGRES_COMMAND_OK, "could not store hourly usage", err, errlen);
+		if (r == NULL)
+			return false;
+		PQclear(r);
+	}
+	return true;
+}
+
+/* Takes one marked sandbox and rates it; 1 done, 0 nothing to take, -1 failed. */
+static int one(PGconn *c, const struct meter_plan *plans, size_t nplans, char *err, size_t errlen)
+{
+	struct job j = {.plans = plans, .nplans = nplans};
+	int result = -1;
+	PGresult *r = run(c, "BEGIN", 0, NULL, PGRES_COMMAND_OK, "could not begin", err, errlen);
+	if (r == NULL)
+		return -1;
+	PQclear(r);
+	r = run(c,
+	        "SELECT sandbox_id, CASE WHEN from_ts = '-infinity' THEN NULL ELSE " US(
+	                "from_ts") " END "
+	                           "FROM rollup_queue WHERE waiting IS NULL ORDER BY queued_at "
+	                           "LIMIT 1 FOR UPDATE SKIP LOCKED",
+	        0, NULL, PGRES_TUPLES_OK, "could not read the queue", err, errlen);
+	if (r == NULL)
+		goto out;
+	if (PQntuples(r) == 0) {
+		result = 0;
+		goto out;
+	}
+	snprintf(j.sandbox, sizeof j.sandbox, "%s", PQgetvalue(r, 0, 0));
+	int64_t from;
+	if (!get_int(r, 0, 1, &from)) {
+		snprintf(err, errlen, "malformed queue row");
+		goto out;
+	}
+	PQclear(r);
+	r = NULL;
+	/* Intervals ending after the start of the hour that holds from_ts. */
+	/* Everything (a new registration): from the epoch, before any sample can be. */
+	j.window = from == METER_TIME_NONE || from <= 0 ? 0 : meter_hour_of(from);
+	bool found = false;
+	if (!load_sandbox(c, &j, &found, err, errlen))
+		goto out;
+	const char *p[] = {j.sandbox};
+	if (!found) {
+		r = run(c,
+		        "UPDATE rollup_queue SET waiting = 'not registered' WHERE sandbox_id = $1",
+		        1, p, PGRES_COMMAND_OK, "could not park a mark", err, errlen);
+	} else if (rate(c, &j, err, errlen) && store(c, &j, err, errlen)) {
+		r = run(c, "DELETE FROM rollup_queue WHERE sandbox_id = $1", 1, p, PGRES_COMMAND_OK,
+		        "could not clear a mark", err, errlen);
+	}
+	if (r == NULL)
+		goto out;
+	PQclear(r);
+	r = run(c, "COMMIT", 0, NULL, PGRES_COMMAND_OK, "could not commit", err, errlen);
+	if (r)
+		result = 1;
+out:
+	PQclear(r);
+	free(j.b);
+	if (result != 1 && PQtransactionStatus(c) != PQTRANS_IDLE)
+		PQclear(PQexec(c, "ROLLBACK"));
+	return result;
+}
+
+int rollup_pass(PGconn *c, char *err, size_t errlen)
+{
+	struct meter_plan *plans = NULL;
+	size_t nplans = 0;
+	int done = 0, rc;
+	if (!plans_load(c, &plans, &nplans, err, errlen))
+		return -1;
+	while ((rc = one(c, plans, nplans, err, errlen)) == 1)
+		done++;
+	free(plans);
+	return rc < 0 ? -1 : done;
+}
+
+struct rollup {
+	pthread_t thread;
+	atomic_bool stop;
+	char *url;
+	int idle_ms;
+};
+
+static void *worker(void *arg)
+{
+	struct rollup *w = arg;
+	PGconn *c = NULL;
+	char err[512];
+	bool warned = false;
+	while (!atomic_load(&w->stop)) {
+		if (c == NULL || PQstatus(c) != CONNECTION_OK) {
+			if (c)
+				PQfinish(c);
+			c = db_connect(w->url, err, sizeof err);
+			if (c == NULL && !warned)
+				log_warn("rollup: %s; retrying", err);
+			warned = c == NULL;
+		}
+		if (c) {
+			int n = rollup_pass(c, err, sizeof err);
+			if (n < 0)
+				log_warn("rollup: %s", err);
+			else if (n > 0)
+				log_debug("rollup: rated %d sandboxes", n);
+		}
+		struct timespec ts = {w->idle_ms / 1000, (long)(w->idle_ms % 1000) * 1000000};
+		nanosleep(&ts, NULL);
+	}
+	if (c)
+		PQfinish(c);
+	return NULL;
+}
+
+struct rollup *rollup_start(const char *url, int idle_ms)
+{
+	struct rollup *w = calloc(1, sizeof *w);
+	if (w == NULL)
+		return NULL;
+	w->url = url ? strdup(url) : NULL;
+	w->idle_ms = idle_ms;
+	if (pthread_create(&w->thread, NULL, worker, w) != 0) {
+		free(w->url);
+		free(w);
+		return NULL;
+	}
+	return w;
+}
+
+void rollup_stop(struct rollup *w)
+{
+	if (w == NULL)
+		return;
+	atomic_store(&w->stop, true);
+	pthread_join(w->thread, NULL);
+	free(w->url);
+	free(w);
+}

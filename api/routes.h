@@ -1,0 +1,36 @@
+/*
+ * api/routes.h: the route table and the handlers it names.
+ */
+#ifndef API_ROUTES_H
+#define API_ROUTES_H
+
+#include "api/http.h"
+
+extern const struct route routes[];
+extern const int routes_count;
+
+/* api/h_public.c */
+void h_healthz(struct req *r);
+void h_readyz(struct req *r);
+void h_metrics(struct req *r);
+void h_openapi(struct req *r);
+void h_rates(struct req *r);
+void h_estimates(struct req *r);
+
+/* api/h_accounts.c */
+void h_account_new(struct req *r);
+void h_account_get(struct req *r);
+void h_sandbox_new(struct req *r);
+void h_sandbox_get(struct req *r);
+void h_sandbox_stop(struct req *r);
+void h_quota_check(struct req *r);
+
+/* api/h_usage.c */
+void h_usage(struct req *r);
+void h_trial(struct req *r);
+
+/* The embedded OpenAPI document (api/openapi.json). */
+extern const char openapi_json[];
+extern const unsigned long openapi_json_len;
+
+#endif

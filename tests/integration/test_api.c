@@ -1,0 +1,788 @@
+/*
+ * meter-api over real HTTP on loopback, against a real PostgreSQL: every
+ * route, keys and their limits, 248 malformed requests from a data file,
+ * concurrent registrations, usage from the rollups against rating the raw
+ * samples, trial and spend-cap refusals, and PostgreSQL stopped under it.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/routes.h"
+#include "common/db.h"
+#include "common/keys.h"
+#include "meter/rating.h"
+#include "meter/timefmt.h"
+#include "tests/support/http.h"
+#include "tests/support/run.h"
+#include "tests/support/testdb.h"
+
+struct fx {
+	struct testdb db;
+	struct api_proc api;
+	char admin[KEY_LEN + 1], acct[KEY_LEN + 1], other[KEY_LEN + 1], revoked[KEY_LEN + 1];
+	char pgdir[96], tmp[64];
+};
+
+static void sql(struct fx *f, const char *q)
+{
+	PGresult *r = PQexec(f->db.conn, q);
+	ExecStatusType st = PQresultStatus(r);
+	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+		fail_msg("%s: %s", q, PQerrorMessage(f->db.conn));
+	PQclear(r);
+}
+
+static long num(struct fx *f, const char *q)
+{
+	PGresult *r = PQexec(f->db.conn, q);
+	long v = -1;
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+		v = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+	else
+		fprintf(stderr, "%s: %s", q, PQerrorMessage(f->db.conn));
+	PQclear(r);
+	return v;
+}
+
+static void key(struct fx *f, const char *account, char *out)
+{
+	char err[256];
+	int64_t id;
+	if (!key_create(f->db.conn, account, out, &id, err, sizeof err))
+		fail_msg("%s", err);
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof *f);
+	if (f == NULL || !testdb_create_migrated(&f->db, "api")) {
+		free(f);
+		return -1;
+	}
+	*state = f;
+	if (!api_start(&f->api, METER_API_BIN, f->db.url, "--log-level=info"))
+		return -1;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	if (f->api.pid)
+		api_stop(&f->api);
+	testdb_drop(&f->db);
+	if (f->pgdir[0]) {
+		char line[512];
+		snprintf(
+		        line, sizeof line,
+		        "METER_PG_DIR='%s' bash '%s/scripts/pg.sh' destroy >/dev/null; rm -rf '%s'",
+		        f->pgdir, METER_SOURCE_DIR, f->tmp);
+		if (system(line) != 0)
+			fprintf(stderr, "could not remove %s\n", f->tmp);
+	}
+	free(f);
+	return 0;
+}
+
+/* Accounts acme (paid) and other (trial), their keys, and two sandboxes of acme. */
+static void seed(struct fx *f)
+{
+	sql(f, "INSERT INTO accounts (id, name, plan) VALUES ('acme', 'Acme', 'paid'), "
+	       "('other', 'Other', 'trial')");
+	sql(f,
+	    "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	    "VALUES ('sb-1', 'acme', 2, 4, now() - interval '1 hour', NULL), "
+	    "('sb-stopped', 'acme', 2, 4, now() - interval '2 hours', now() - interval '1 hour')");
+	key(f, NULL, f->admin);
+	key(f, "acme", f->acct);
+	key(f, "other", f->other);
+	key(f, NULL, f->revoked);
+	char q[256];
+	snprintf(q, sizeof q,
+	         "UPDATE api_keys SET revoked_at = now() WHERE key_hash = sha256('%s')",
+	         f->revoked);
+	sql(f, q);
+}
+
+static struct http_res call(struct fx *f, const char *method, const char *path, const char *k,
+                            const char *body)
+{
+	struct http_res r;
+	http_do(f->api.port, method, path, k, body, body ? strlen(body) : 0, &r);
+	return r;
+}
+
+static const char *str(cJSON *o, const char *name)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+	if (!cJSON_IsString(v))
+		fail_msg("field %s is not a string", name);
+	return v->valuestring;
+}
+
+static void public_routes_give_the_published_figures(void **state)
+{
+	struct fx *f = *state;
+	struct http_res r = call(f, "GET", "/v1/rates?vcpus=2&memory_gib=4", NULL, NULL);
+	assert_int_equal(r.status, 200);
+	cJSON *o = http_json(&r);
+	assert_string_equal(str(o, "busy_per_hour"), "0.08");
+	assert_string_equal(str(o, "idle_per_hour"), "0.03125");
+	cJSON_Delete(o);
+	http_free(&r);
+	r = call(f, "POST", "/v1/estimates", NULL,
+	         "{\"runs_per_month\": 300, \"minutes_per_run\": 6, \"vcpus\": 2, "
+	         "\"memory_gib\": 4, \"avg_busy_vcpus\": 0.5}");
+	assert_int_equal(r.status, 200);
+	o = http_json(&r);
+	assert_string_equal(str(o, "total"), "1.28");
+	assert_string_equal(str(o, "total_exact"), "1.275");
+	cJSON *l0 = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "lines"), 0);
+	assert_string_equal(str(l0, "item"), "cpu");
+	assert_string_equal(str(l0, "amount"), "0.38");
+	assert_string_equal(str(l0, "amount_exact"), "0.375");
+	cJSON_Delete(o);
+	http_free(&r);
+	/* decimal strings are taken too, exactly */
+	r = call(f, "POST", "/v1/estimates", NULL,
+	         "{\"runs_per_month\": \"300\", \"minutes_per_run\": \"6\", \"vcpus\": \"2\", "
+	         "\"memory_gib\": \"4\", \"avg_busy_vcpus\": \"0.5\"}");
+	o = http_json(&r);
+	assert_string_equal(str(o, "total"), "1.28");
+	cJSON_Delete(o);
+	http_free(&r);
+	r = call(f, "GET", "/healthz", NULL, NULL);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	r = call(f, "GET", "/readyz", NULL, NULL);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	r = call(f, "GET", "/metrics", NULL, NULL);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(
+	        r.body, "meter_http_requests_total{route=\"GET /v1/rates\",status=\"200\"} 1"));
+	assert_non_null(strstr(r.body, "meter_rollup_lag_seconds"));
+	assert_non_null(strstr(r.body, "meter_database_errors_total"));
+	assert_non_null(strstr(r.body, "meter_http_request_duration_seconds_bucket"));
+	http_free(&r);
+}
+
+static void the_openapi_document_describes_every_served_route(void **state)
+{
+	struct fx *f = *state;
+	struct http_res r = call(f, "GET", "/v1/openapi.json", NULL, NULL);
+	assert_int_equal(r.status, 200);
+	cJSON *o = http_json(&r);
+	assert_non_null(o);
+	assert_string_equal(str(o, "openapi"), "3.1.0");
+	cJSON *paths = cJSON_GetObjectItemCaseSensitive(o, "paths");
+	for (int i = 0; i < routes_count; i++) {
+		char method[16];
+		size_t k = 0;
+		for (; routes[i].method[k] && k < sizeof method - 1; k++)
+			method[k] = (char)(routes[i].method[k] - 'A' + 'a');
+		method[k] = '\0';
+		cJSON *p = cJSON_GetObjectItemCaseSensitive(paths, routes[i].pattern);
+		if (p == NULL || cJSON_GetObjectItemCaseSensitive(p, method) == NULL)
+			fail_msg("%s %s is served but not in the OpenAPI document",
+			         routes[i].method, routes[i].pattern);
+	}
+	cJSON_Delete(o);
+	http_free(&r);
+}
+
+static void accounts_sandboxes_and_the_quota_check(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	struct http_res r =
+	        call(f, "POST", "/v1/accounts", f->admin,
+	             "{\"name\": \"Initech\", \"plan\": \"trial\", \"id\": \"initech\", "
+	             "\"monthly_spend_cap\": \"25.5\"}");
+	assert_int_equal(r.status, 201);
+	cJSON *o = http_json(&r);
+	assert_string_equal(str(o, "id"), "initech");
+	assert_string_equal(str(o, "plan"), "trial");
+	assert_string_equal(str(o, "trial_grant_hours"), "50");
+	assert_string_equal(str(o, "monthly_spend_cap"), "25.50");
+	cJSON_Delete(o);
+	http_free(&r);
+	r = call(f, "POST", "/v1/accounts", f->admin, "{\"name\": \"No id\", \"plan\": \"paid\"}");
+	assert_int_equal(r.status, 201);
+	o = http_json(&r);
+	assert_memory_equal(str(o, "id"), "acct_", 5);
+	cJSON_Delete(o);
+	http_free(&r);
+
+	r = call(f, "POST", "/v1/sandboxes", f->admin,
+	         "{\"id\": \"sb-i1\", \"account_id\": \"initech\", \"vcpus\": 0.5, "
+	         "\"memory_gib\": 1.25, \"started_at\": \"2026-11-01T00:00:00Z\"}");
+	assert_int_equal(r.status, 201);
+	o = http_json(&r);
+	assert_string_equal(str(o, "vcpus"), "0.5");
+	assert_string_equal(str(o, "memory_gib"), "1.25");
+	assert_string_equal(str(o, "started_at"), "2026-11-01T00:00:00Z");
+	assert_string_equal(str(o, "status"), "running");
+	cJSON_Delete(o);
+	http_free(&r);
+
+	r = call(f, "POST", "/v1/quota/check", f->admin,
+	         "{\"account_id\": \"initech\", \"vcpus\": 2, \"memory_gib\": 4}");
+	assert_int_equal(r.status, 200);
+	o = http_json(&r);
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(o, "allowed")));
+	assert_string_equal(str(o, "reason"), "ok");
+	assert_int_equal(cJSON_GetObjectItem(o, "running")->valueint, 1);
+	assert_int_equal(cJSON_GetObjectItem(o, "max_concurrent")->valueint, 100);
+	assert_int_equal(cJSON_GetObjectItem(o, "trial_seconds_remaining")->valueint, 180000);
+	cJSON *ports = cJSON_GetObjectItem(o, "egress_ports");
+	assert_int_equal(cJSON_GetArraySize(ports), 2);
+	assert_int_equal(cJSON_GetArrayItem(ports, 0)->valueint, 80);
+	assert_int_equal(cJSON_GetArrayItem(ports, 1)->valueint, 443);
+	cJSON_Delete(o);
+	http_free(&r);
+	/* a paid account has no egress restriction */
+	r = call(f, "POST", "/v1/quota/check", f->acct,
+	         "{\"account_id\": \"acme\", \"vcpus\": 2, \"memory_gib\": 4}");
+	o = http_json(&r);
+	assert_true(cJSON_IsNull(cJSON_GetObjectItem(o, "egress_ports")));
+	cJSON_Delete(o);
+	http_free(&r);
+
+	r = call(f, "POST", "/v1/sandboxes/sb-i1/stop", f->admin,
+	         "{\"stopped_at\": \"2026-11-01T01:00:00Z\"}");
+	assert_int_equal(r.status, 200);
+	o = http_json(&r);
+	assert_string_equal(str(o, "status"), "stopped");
+	assert_string_equal(str(o, "stopped_at"), "2026-11-01T01:00:00Z");
+	cJSON_Delete(o);
+	http_free(&r);
+	r = call(f, "GET", "/v1/sandboxes/sb-i1", f->admin, NULL);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	r = call(f, "GET", "/v1/accounts/acme", f->acct, NULL);
+	assert_int_equal(r.status, 200);
+	o = http_json(&r);
+	assert_int_equal(cJSON_GetObjectItem(o, "running")->valueint, 1);
+	cJSON_Delete(o);
+	http_free(&r);
+	r = call(f, "GET", "/v1/accounts/acme/trial", f->acct, NULL);
+	assert_int_equal(r.status, 200);
+	o = http_json(&r);
+	assert_string_equal(str(o, "grant_hours"), "50");
+	assert_false(cJSON_IsTrue(cJSON_GetObjectItem(o, "exhausted")));
+	cJSON_Delete(o);
+	http_free(&r);
+}
+
+static void a_key_sees_its_own_account_only(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	const char *theirs[] = {"/v1/accounts/other", "/v1/accounts/other/trial",
+	                        "/v1/accounts/other/usage?from=2026-10-01T00:00:00Z&"
+	                        "to=2026-10-02T00:00:00Z",
+	                        "/v1/accounts/nobody"};
+	for (size_t i = 0; i < 4; i++) {
+		struct http_res r = call(f, "GET", theirs[i], f->acct, NULL);
+		if (r.status != 404)
+			fail_msg("GET %s with acme's key: %d", theirs[i], r.status);
+		assert_string_equal(r.type, "application/problem+json");
+		http_free(&r);
+	}
+	struct http_res r = call(f, "GET", "/v1/sandboxes/sb-1", f->other, NULL);
+	assert_int_equal(r.status, 404);
+	http_free(&r);
+	r = call(f, "GET", "/v1/sandboxes/sb-1", f->acct, NULL);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	const char *keys[] = {
+	        NULL, f->revoked,
+	        "mk_0000000000000000000000000000000000000000000000000000000000000000"};
+	for (size_t i = 0; i < 3; i++) {
+		r = call(f, "GET", "/v1/accounts/acme/trial", keys[i], NULL);
+		assert_int_equal(r.status, 401);
+		http_free(&r);
+	}
+	r = call(f, "POST", "/v1/accounts", f->acct, "{\"name\": \"x\", \"plan\": \"paid\"}");
+	assert_int_equal(r.status, 403);
+	http_free(&r);
+}
+
+/* Every table's content, to prove a request changed nothing. */
+static void fingerprint(struct fx *f, char *out, size_t len)
+{
+	PGresult *r = PQexec(
+	        f->db.conn,
+	        "SELECT concat_ws(',', "
+	        "(SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM "
+	        "accounts t), "
+	        "(SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM "
+	        "sandboxes t), "
+	        "(SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM "
+	        "api_keys t), "
+	        "(SELECT count(*) FROM samples), (SELECT count(*) FROM usage_hourly), "
+	        "(SELECT count(*) FROM rollup_queue), (SELECT count(*) FROM account_month))");
+	snprintf(out, len, "%s", PQresultStatus(r) == PGRES_TUPLES_OK ? PQgetvalue(r, 0, 0) : "?");
+	PQclear(r);
+}
+
+static void malformed_requests_get_problems_and_change_nothing(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	char before[512], after[512], path[512];
+	fingerprint(f, before, sizeof before);
+	snprintf(path, sizeof path, "%s/tests/data/bad_requests.txt", METER_SOURCE_DIR);
+	FILE *fp = fopen(path, "r");
+	assert_non_null(fp);
+	static char text[1 << 20];
+	size_t n = fread(text, 1, sizeof text - 1, fp);
+	fclose(fp);
+	text[n] = '\0';
+	int cases = 0;
+	for (char *p = strstr(text, "\n### "); p; cases++) {
+		char method[16], rpath[512], k[16];
+		int status;
+		if (sscanf(p + 5, "%15s %511s %15s %d", method, rpath, k, &status) != 4)
+			fail_msg("bad case line near \"%.40s\"", p + 1);
+		char *body = strchr(p + 1, '\n') + 1;
+		char *next = strstr(body - 1, "\n### ");
+		size_t blen = next ? (size_t)(next - body) + 1 : strlen(body);
+		if (blen > 0 && body[blen - 1] == '\n')
+			blen--;
+		const char *key =
+		        strcmp(k, "admin") == 0     ? f->admin
+		        : strcmp(k, "acct") == 0    ? f->acct
+		        : strcmp(k, "other") == 0   ? f->other
+		        : strcmp(k, "revoked") == 0 ? f->revoked
+		        : strcmp(k, "bogus") == 0
+		                ? "mk_"
+		                  "1111111111111111111111111111111111111111111111111111111111111111"
+		                : NULL;
+		struct http_res r;
+		http_do(f->api.port, method, rpath, key, blen ? body : NULL, blen, &r);
+		if (r.status != status || strcmp(r.type, "application/problem+json") != 0)
+			fail_msg("case %d: %s %s (%s) body %.*s: got %d %s, expected %d", cases + 1,
+			         method, rpath, k, (int)blen, body, r.status, r.body, status);
+		cJSON *o = http_json(&r);
+		if (o == NULL || !cJSON_IsString(cJSON_GetObjectItem(o, "type")) ||
+		    !cJSON_IsString(cJSON_GetObjectItem(o, "title")) ||
+		    cJSON_GetObjectItem(o, "status")->valueint != status ||
+		    strlen(cJSON_GetObjectItem(o, "detail")->valuestring) < 10)
+			fail_msg("case %d: not a full problem: %s", cases + 1, r.body);
+		cJSON_Delete(o);
+		http_free(&r);
+		p = next;
+	}
+	assert_true(cases >= 200);
+	/* a body over the limit */
+	char *big = malloc(70000);
+	memset(big, ' ', 70000);
+	big[0] = '{';
+	big[69999] = '}';
+	struct http_res r;
+	http_do(f->api.port, "POST", "/v1/accounts", f->admin, big, 70000, &r);
+	free(big);
+	assert_int_equal(r.status, 413);
+	http_free(&r);
+	fingerprint(f, after, sizeof after);
+	assert_string_equal(before, after);
+	/* and the server is still there */
+	r = call(f, "GET", "/healthz", NULL, NULL);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+}
+
+struct reg {
+	struct fx *f;
+	int i, status;
+};
+
+static void *register_one(void *arg)
+{
+	struct reg *g = arg;
+	char body[256];
+	snprintf(body, sizeof body,
+	         "{\"id\": \"race-%d\", \"account_id\": \"acme\", \"vcpus\": 1, \"memory_gib\": 1}",
+	         g->i);
+	struct http_res r;
+	http_do(g->f->api.port, "POST", "/v1/sandboxes", g->f->admin, body, strlen(body), &r);
+	g->status = r.status;
+	http_free(&r);
+	return NULL;
+}
+
+static void concurrent_registrations_admit_exactly_the_limit(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	sql(f, "UPDATE sandboxes SET stopped_at = now() WHERE stopped_at IS NULL");
+	enum { N = 200 };
+	pthread_t t[N];
+	struct reg g[N];
+	for (int i = 0; i < N; i++) {
+		g[i] = (struct reg){.f = f, .i = i};
+		assert_int_equal(pthread_create(&t[i], NULL, register_one, &g[i]), 0);
+	}
+	int ok = 0, refused = 0;
+	for (int i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		ok += g[i].status == 201;
+		refused += g[i].status == 409;
+	}
+	assert_int_equal(ok, 100);
+	assert_int_equal(refused, 100);
+	assert_int_equal(num(f, "SELECT count(*) FROM sandboxes WHERE account_id = 'acme' AND "
+	                        "stopped_at IS NULL"),
+	                 100);
+	struct http_res r = call(f, "POST", "/v1/quota/check", f->acct,
+	                         "{\"account_id\": \"acme\", \"vcpus\": 1, \"memory_gib\": 1}");
+	cJSON *o = http_json(&r);
+	assert_false(cJSON_IsTrue(cJSON_GetObjectItem(o, "allowed")));
+	assert_string_equal(str(o, "reason"), "concurrency_limit");
+	cJSON_Delete(o);
+	http_free(&r);
+}
+
+static void wait_rollups(struct fx *f)
+{
+	for (int i = 0; i < 200; i++) {
+		if (num(f, "SELECT count(*) FROM rollup_queue WHERE waiting IS NULL") == 0)
+			return;
+		usleep(50000);
+	}
+	fail_msg("the rollup worker did not catch up in 10 s");
+}
+
+/* ---- usage from rollups equals rating the raw samples ---- */
+
+#define NSB 5
+struct gen {
+	struct meter_sample s[2000];
+	size_t n;
+};
+
+static unsigned int seed_state = 12345;
+static int rnd(int n)
+{
+	return (int)(rand_r(&seed_state) % (unsigned)n);
+}
+
+static void generate(struct gen *g, int64_t start)
+{
+	int64_t t = start + 5000000, cpu = 0, inc = 1000 + rnd(1000);
+	g->n = 0;
+	for (int k = 0; k < 400; k++) {
+		t += 10000000 + rnd(3000000); /* about every 10 s, jittered */
+		if (rnd(10) == 0)
+			t += 300000000; /* a gap of 5 minutes */
+		cpu += rnd(25000000);   /* up to 2.5 vCPUs worth: clamped */
+		if (rnd(60) == 0)
+			cpu = rnd(1000000); /* the counter restarted */
+		if (rnd(150) == 0) {
+			inc += 7; /* a new cgroup under the same id */
+			cpu = rnd(2000000);
+		}
+		g->s[g->n++] = (struct meter_sample){.incarnation = inc, .t_us = t, .cpu_us = cpu};
+	}
+}
+
+static void insert(struct fx *f, const char *sb, const struct meter_sample *s)
+{
+	char q[512], ts[METER_TIME_BUF];
+	meter_time_format(s->t_us, ts, sizeof ts);
+	snprintf(q, sizeof q,
+	         "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) "
+	         "VALUES ('%s', %lld, '%s', 'gen', %lld) ON CONFLICT DO NOTHING",
+	         sb, (long long)s->incarnation, ts, (long long)s->cpu_us);
+	sql(f, q);
+}
+
+struct expect {
+	struct meter_usage hour[64];
+	int64_t hour_start[64];
+	int nh;
+	struct meter_usage total;
+	const struct meter_size *size;
+};
+
+static enum meter_status add_expected(void *ctx, const struct meter_interval *iv,
+                                      const struct meter_plan *plan)
+{
+	(void)plan;
+	struct expect *e = ctx;
+	int64_t h = meter_hour_of(iv->end_us);
+	int i = 0;
+	while (i < e->nh && e->hour_start[i] != h)
+		i++;
+	if (i == e->nh) {
+		e->hour_start[e->nh] = h;
+		e->hour[e->nh++] = (struct meter_usage){0};
+	}
+	meter_usage_add_interval(&e->total, e->size, iv);
+	return meter_usage_add_interval(&e->hour[i], e->size, iv);
+}
+
+static void usage_from_rollups_equals_rating_the_raw_samples(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	int64_t start;
+	assert_int_equal(meter_time_parse("2026-10-05T22:00:00Z", &start), METER_OK);
+	struct meter_plan plan = {.id = 1,
+	                          .cpu_vcpu_hour = 25000000,
+	                          .memory_gib_hour = 7500000,
+	                          .cpu_floor_ppm = 25000};
+	meter_time_parse("2026-09-25T00:00:00Z", &plan.effective_from_us);
+	static struct gen g[NSB];
+	const struct meter_size size = {.vcpu_milli = 2000, .mem_mgib = 4000};
+	for (int i = 0; i < NSB; i++) {
+		char q[512], st[METER_TIME_BUF], sp[METER_TIME_BUF];
+		generate(&g[i], start);
+		meter_time_format(start, st, sizeof st);
+		meter_time_format(g[i].s[g[i].n - 1].t_us + 7000000, sp, sizeof sp);
+		snprintf(q, sizeof q,
+		         "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, "
+		         "stopped_at) VALUES ('gen-%d', 'acme', 2, 4, '%s', %s%s%s)",
+		         i, st, i % 2 ? "'" : "", i % 2 ? sp : "NULL", i % 2 ? "'" : "");
+		sql(f, q);
+		snprintf(q, sizeof q,
+		         "INSERT INTO rollup_queue VALUES ('gen-%d', '-infinity', now())", i);
+		sql(f, q);
+	}
+	/* Three waves: every other sample, then the rest late and shuffled, then duplicates. */
+	for (int wave = 0; wave < 3; wave++) {
+		for (int i = 0; i < NSB; i++) {
+			char sb[16];
+			snprintf(sb, sizeof sb, "gen-%d", i);
+			size_t n = g[i].n;
+			for (size_t k = 0; k < n; k++) {
+				size_t j = wave == 1 ? n - 1 - k : k;
+				if ((wave == 0 && j % 2 == 0) || (wave == 1 && j % 2 == 1) ||
+				    (wave == 2 && rnd(4) == 0))
+					insert(f, sb, &g[i].s[j]);
+			}
+		}
+		wait_rollups(f);
+	}
+	/* Per sandbox and hour, the rollups hold what rating all the samples gives. */
+	for (int i = 0; i < NSB; i++) {
+		struct expect e = {.size = &size};
+		int64_t stopped = METER_TIME_NONE;
+		if (i % 2)
+			stopped = g[i].s[g[i].n - 1].t_us + 7000000;
+		/* order for the library: incarnations by first appearance, then time */
+		static struct meter_sample sorted[2000];
+		size_t n = 0;
+		for (size_t a = 0; a < g[i].n; a++) {
+			bool seen = false;
+			for (size_t b = 0; b < a; b++)
+				seen |= g[i].s[b].incarnation == g[i].s[a].incarnation;
+			if (seen)
+				continue;
+			for (size_t b = a; b < g[i].n; b++)
+				if (g[i].s[b].incarnation == g[i].s[a].incarnation)
+					sorted[n++] = g[i].s[b];
+		}
+		assert_int_equal(meter_rate_sandbox(&plan, 1, &size, start, stopped, sorted, n,
+		                                    add_expected, &e),
+		                 METER_OK);
+		assert_true(e.nh >= 2 && e.total.cpu_measured_us > 0);
+		for (int h = 0; h < e.nh; h++) {
+			char q[512];
+			snprintf(q, sizeof q,
+			         "SELECT concat_ws(' ', cpu_measured_us, cpu_billed_us, busy_us, "
+			         "idle_us, wall_us, memory_mgib_us) FROM usage_hourly WHERE "
+			         "sandbox_id = 'gen-%d' AND hour = 'epoch'::timestamptz + %lld * "
+			         "interval '1 microsecond'",
+			         i, (long long)e.hour_start[h]);
+			PGresult *r = PQexec(f->db.conn, q);
+			char want[256];
+			const struct meter_usage *u = &e.hour[h];
+			snprintf(want, sizeof want, "%lld %lld %lld %lld %lld %lld",
+			         (long long)u->cpu_measured_us, (long long)u->cpu_billed_us,
+			         (long long)u->busy_us, (long long)u->idle_us,
+			         (long long)u->wall_us, (long long)u->mem_mgib_us);
+			const char *got = PQntuples(r) == 1 ? PQgetvalue(r, 0, 0) : "(no row)";
+			if (strcmp(got, want) != 0)
+				fail_msg("gen-%d hour %d: rollup %s, raw rating %s", i, h, got,
+				         want);
+			PQclear(r);
+		}
+		char q[256];
+		snprintf(q, sizeof q,
+		         "SELECT count(*) FROM usage_hourly WHERE sandbox_id = 'gen-%d'", i);
+		assert_int_equal(num(f, q), e.nh);
+		/* and the API says the same */
+		struct http_res r = call(f, "GET",
+		                         "/v1/accounts/acme/usage?from=2026-10-05T00:00:00Z&"
+		                         "to=2026-10-08T00:00:00Z",
+		                         f->acct, NULL);
+		assert_int_equal(r.status, 200);
+		cJSON *o = http_json(&r), *s;
+		char want[32], name[16];
+		snprintf(name, sizeof name, "gen-%d", i);
+		cJSON_ArrayForEach(
+		        s, cJSON_GetObjectItem(o, "sandboxes")) if (strcmp(str(s, "id"), name) ==
+		                                                    0) break;
+		assert_non_null(s);
+		snprintf(want, sizeof want, "%lld.%06lld",
+		         (long long)(e.total.cpu_measured_us / 1000000),
+		         (long long)(e.total.cpu_measured_us % 1000000));
+		/* the API trims trailing zeros */
+		char *z = want + strlen(want) - 1;
+		while (*z == '0')
+			*z-- = '\0';
+		if (*z == '.')
+			*z = '\0';
+		assert_string_equal(str(s, "cpu_seconds"), want);
+		assert_non_null(cJSON_GetObjectItem(o, "data_as_of"));
+		cJSON_Delete(o);
+		http_free(&r);
+	}
+	/* account_month agrees with the hours it sums */
+	assert_int_equal(
+	        num(f, "SELECT count(*) FROM (SELECT account_id, date_trunc('month', hour) m, "
+	               "price_plan_id, sum(wall_us) w, sum(cpu_billed_us) b FROM usage_hourly "
+	               "GROUP BY 1, 2, 3) h FULL JOIN account_month a ON a.account_id = "
+	               "h.account_id AND a.month = h.m::date AND a.price_plan_id = "
+	               "h.price_plan_id WHERE h.w IS DISTINCT FROM a.wall_us OR h.b IS "
+	               "DISTINCT FROM a.cpu_billed_us"),
+	        0);
+}
+
+static void spent_trials_and_reached_caps_refuse_new_sandboxes(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	/* other: a trial of 20 s that a 30 s sandbox uses up */
+	sql(f, "UPDATE accounts SET trial_grant_seconds = 20 WHERE id = 'other'");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) VALUES "
+	       "('t-1', 'other', 2, 4, now() - interval '40 seconds')");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('t-1', 1, now() - interval '10 seconds', 'h', 1000000)");
+	/* acme: a cap of a cent, no trial, a busy hour of 2 vCPUs ($0.08) */
+	sql(f, "UPDATE accounts SET trial_grant_seconds = 0, monthly_spend_cap = 0.01 WHERE id = "
+	       "'acme'");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('sb-1', 1, now() - interval '1 second', 'h', 7200000000)");
+	wait_rollups(f);
+	struct http_res r = call(f, "POST", "/v1/quota/check", f->other,
+	                         "{\"account_id\": \"other\", \"vcpus\": 1, \"memory_gib\": 1}");
+	cJSON *o = http_json(&r);
+	assert_false(cJSON_IsTrue(cJSON_GetObjectItem(o, "allowed")));
+	assert_string_equal(str(o, "reason"), "trial_exhausted");
+	assert_int_equal(cJSON_GetObjectItem(o, "trial_seconds_remaining")->valueint, 0);
+	cJSON_Delete(o);
+	http_free(&r);
+	r = call(f, "POST", "/v1/sandboxes", f->admin,
+	         "{\"id\": \"t-2\", \"account_id\": \"other\", \"vcpus\": 1, \"memory_gib\": 1}");
+	assert_int_equal(r.status, 409);
+	assert_non_null(strstr(r.body, "trial_exhausted"));
+	http_free(&r);
+	r = call(f, "GET", "/v1/accounts/other/trial", f->other, NULL);
+	o = http_json(&r);
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(o, "exhausted")));
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(o, "stop_running_sandboxes")));
+	cJSON_Delete(o);
+	http_free(&r);
+	r = call(f, "POST", "/v1/quota/check", f->acct,
+	         "{\"account_id\": \"acme\", \"vcpus\": 1, \"memory_gib\": 1}");
+	o = http_json(&r);
+	assert_false(cJSON_IsTrue(cJSON_GetObjectItem(o, "allowed")));
+	assert_string_equal(str(o, "reason"), "spend_cap_reached");
+	cJSON_Delete(o);
+	http_free(&r);
+}
+
+static void postgres_stopped_and_started_under_the_api(void **state)
+{
+	struct fx *f = *state;
+	char line[512];
+	api_stop(&f->api);
+	snprintf(f->tmp, sizeof f->tmp, "/tmp/meter-apipg-XXXXXX");
+	assert_non_null(mkdtemp(f->tmp));
+	assert_int_equal(chmod(f->tmp, 0711), 0);
+	snprintf(f->pgdir, sizeof f->pgdir, "%s/pg", f->tmp);
+	snprintf(line, sizeof line, "METER_PG_DIR='%s' bash '%s/scripts/pg.sh' start >/dev/null",
+	         f->pgdir, METER_SOURCE_DIR);
+	assert_int_equal(system(line), 0);
+	char url[256];
+	snprintf(url, sizeof url, "postgresql:///meter?host=%s/run&user=meter", f->pgdir);
+	struct run_result *rr = malloc(sizeof *rr);
+	const char *argv[] = {METER_BIN, "migrate", NULL};
+	run_program(argv, url, rr);
+	assert_int_equal(rr->status, 0);
+	free(rr);
+	assert_true(api_start(&f->api, METER_API_BIN, url, "--log-level=error"));
+	struct http_res r = call(f, "GET", "/readyz", NULL, NULL);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	snprintf(line, sizeof line,
+	         "METER_PG_DIR='%s' bash '%s/scripts/pg.sh' stop --immediate >/dev/null", f->pgdir,
+	         METER_SOURCE_DIR);
+	assert_int_equal(system(line), 0);
+	for (int i = 0; i < 3; i++) {
+		r = call(f, "GET", "/readyz", NULL, NULL);
+		assert_int_equal(r.status, 503);
+		assert_string_equal(r.type, "application/problem+json");
+		http_free(&r);
+		r = call(f, "GET", "/v1/rates?vcpus=2&memory_gib=4", NULL, NULL);
+		assert_int_equal(r.status, 503);
+		http_free(&r);
+	}
+	r = call(f, "GET", "/healthz", NULL, NULL);
+	assert_int_equal(r.status, 200); /* the process is up all along */
+	http_free(&r);
+	snprintf(line, sizeof line, "METER_PG_DIR='%s' bash '%s/scripts/pg.sh' start >/dev/null",
+	         f->pgdir, METER_SOURCE_DIR);
+	assert_int_equal(system(line), 0);
+	int status = 0;
+	for (int i = 0; i < 100 && status != 200; i++) {
+		r = call(f, "GET", "/v1/rates?vcpus=2&memory_gib=4", NULL, NULL);
+		status = r.status;
+		http_free(&r);
+		if (status != 200)
+			usleep(100000);
+	}
+	assert_int_equal(status, 200);
+	r = call(f, "GET", "/readyz", NULL, NULL);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	assert_int_equal(api_stop(&f->api), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(public_routes_give_the_published_figures, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(the_openapi_document_describes_every_served_route,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(accounts_sandboxes_and_the_quota_check, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(a_key_sees_its_own_account_only, setup, teardown),
+	        cmocka_unit_test_setup_teardown(malformed_requests_get_problems_and_change_nothing,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(concurrent_registrations_admit_exactly_the_limit,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(usage_from_rollups_equals_rating_the_raw_samples,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(spent_trials_and_reached_caps_refuse_new_sandboxes,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(postgres_stopped_and_started_under_the_api, setup,
+	                                        teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

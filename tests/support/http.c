@@ -1,0 +1,136 @@
+#include "tests/support/http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+void http_do(int port, const char *method, const char *path, const char *key, const char *body,
+             size_t body_len, struct http_res *res)
+{
+	memset(res, 0, sizeof *res);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	struct timeval tv = {20, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	char head[2048];
+	int n = snprintf(head, sizeof head,
+	                 "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s%s"
+	                 "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+	                 method, path, key ? "Authorization: Bearer " : "", key ? key : "",
+	                 key ? "\r\n" : "", body ? body_len : 0);
+	if (write(fd, head, (size_t)n) != n) {
+		close(fd);
+		return;
+	}
+	for (size_t off = 0; body && off < body_len;) {
+		ssize_t w = write(fd, body + off, body_len - off);
+		if (w <= 0)
+			break; /* the server may answer 413 and close early */
+		off += (size_t)w;
+	}
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap + 1);
+	for (;;) {
+		if (len == cap) {
+			cap *= 2;
+			buf = realloc(buf, cap + 1);
+		}
+		ssize_t r = read(fd, buf + len, cap - len);
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	buf[len] = '\0';
+	char *end = strstr(buf, "\r\n\r\n");
+	if (end == NULL || sscanf(buf, "HTTP/1.%*d %d", &res->status) != 1) {
+		free(buf);
+		res->status = 0;
+		return;
+	}
+	*end = '\0';
+	char *ct = strcasestr(buf, "\r\nContent-Type: ");
+	if (ct)
+		sscanf(ct + 16, "%127[^\r]", res->type);
+	res->len = len - (size_t)(end + 4 - buf);
+	res->body = malloc(res->len + 1);
+	memcpy(res->body, end + 4, res->len);
+	res->body[res->len] = '\0';
+	free(buf);
+}
+
+void http_free(struct http_res *res)
+{
+	free(res->body);
+	res->body = NULL;
+}
+
+cJSON *http_json(const struct http_res *res)
+{
+	return res->body ? cJSON_Parse(res->body) : NULL;
+}
+
+bool api_start(struct api_proc *a, const char *bin, const char *url, const char *extra_arg)
+{
+	static int attempt;
+	for (int tries = 0; tries < 20; tries++) {
+		a->port = 20000 + (getpid() * 7 + attempt++ * 131) % 30000;
+		snprintf(a->log, sizeof a->log, "/tmp/meter-api-%d-%d.log", (int)getpid(), a->port);
+		char listen[32];
+		snprintf(listen, sizeof listen, "127.0.0.1:%d", a->port);
+		a->pid = fork();
+		if (a->pid == 0) {
+			int fd = open(a->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+			dup2(fd, 1);
+			dup2(fd, 2);
+			setenv("DATABASE_URL", url, 1);
+			execl(bin, bin, "--listen", listen, "--rollup-idle", "50ms", extra_arg,
+			      (char *)NULL);
+			_exit(127);
+		}
+		for (int i = 0; i < 100; i++) {
+			struct http_res r;
+			http_do(a->port, "GET", "/healthz", NULL, NULL, 0, &r);
+			http_free(&r);
+			if (r.status == 200)
+				return true;
+			int st;
+			if (waitpid(a->pid, &st, WNOHANG) == a->pid)
+				break; /* port in use, most likely: try another */
+			struct timespec ts = {0, 50000000};
+			nanosleep(&ts, NULL);
+		}
+		kill(a->pid, SIGKILL);
+		waitpid(a->pid, NULL, 0);
+	}
+	a->pid = 0;
+	return false;
+}
+
+int api_stop(struct api_proc *a)
+{
+	int st = 0;
+	if (a->pid <= 0)
+		return -1;
+	kill(a->pid, SIGTERM);
+	waitpid(a->pid, &st, 0);
+	a->pid = 0;
+	unlink(a->log);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
