@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/plancache.h"
 #include "api/queries.h"
 #include "common/plans.h"
 #include "meter/checked.h"
@@ -111,10 +112,65 @@ static bool sub_usage(struct meter_usage *a, const struct meter_usage *b)
 	       ck_sub(a->mem_mgib_us, b->mem_mgib_us, &a->mem_mgib_us);
 }
 
+/*
+ * The share of this month's usage the trial grant covers: hours in order, from
+ * the month's start, until left is spent. Pages through the hours (a few at
+ * first, more each time), so an account whose grant runs out early in a busy
+ * month reads only its first hours.
+ */
+static bool covered_this_month(struct req *r, PGconn *c, const struct account_state *s,
+                               int64_t left, struct per_plan *cov, size_t *ncov)
+{
+	char from[24], to[24], limit[16];
+	int64_t cursor = s->month_start_us, page = 8;
+	snprintf(to, sizeof to, "%lld", (long long)meter_month_next(s->month_start_us));
+	while (left > 0) {
+		snprintf(from, sizeof from, "%lld", (long long)cursor);
+		snprintf(limit, sizeof limit, "%lld", (long long)page);
+		const char *params[] = {s->a.id, from, to, limit};
+		PGresult *res = q_exec(c, Q_MONTH_HOURS, 4, params);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+			reply_db_error(r, "could not read usage", res);
+			PQclear(res);
+			return false;
+		}
+		int n = PQntuples(res), last_hour_rows = 0;
+		int64_t last_hour = cursor;
+		/* A page may end inside an hour: take whole hours only, unless the page is one
+		 * hour. */
+		if (n == page) {
+			int64_t h;
+			col_int(res, n - 1, 0, &last_hour);
+			for (int i = n - 1; i >= 0 && col_int(res, i, 0, &h) && h == last_hour; i--)
+				last_hour_rows++;
+		}
+		int take = n == page && last_hour_rows < n ? n - last_hour_rows : n;
+		for (int i = 0; i < take && left > 0; i++) {
+			struct meter_usage u = {0}, part = {0};
+			int64_t plan, hour;
+			if (!col_int(res, i, 0, &hour) || !col_int(res, i, 1, &plan) ||
+			    !sums(res, i, 2, &u) ||
+			    meter_trial_cover_usage(&left, &u, &part) != METER_OK ||
+			    !add_to_plan(cov, ncov, 16, plan, &part)) {
+				PQclear(res);
+				reply_problemf(r, 500, "internal", "Internal error",
+				               "the trial's share of the month cannot be summed");
+				return false;
+			}
+			cursor = hour + 1;
+		}
+		PQclear(res);
+		if (n < page)
+			break; /* no more hours */
+		page *= 4;
+	}
+	return true;
+}
+
 bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
                         struct account_state *s)
 {
-	char month[24], *params[2] = {(char *)id, month};
+	char month[24], err[256], *params[2] = {(char *)id, month};
 	PGresult *res = NULL;
 	struct meter_plan *plans = NULL;
 	size_t nplans = 0;
@@ -123,7 +179,16 @@ bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
 	s->month_start_us = meter_month_start(now_us());
 	snprintf(month, sizeof month, "%lld", (long long)s->month_start_us);
 
-	res = q_exec(c, lock ? Q_ACCOUNT_LOCK : Q_ACCOUNT, 1, (const char *const *)params);
+	if (lock) {
+		/* The row lock first; the state then in a statement of its own. */
+		res = q_exec(c, Q_ACCOUNT_LOCK, 1, (const char *const *)params);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+			reply_db_error(r, "could not lock the account", res);
+			goto out;
+		}
+		PQclear(res);
+	}
+	res = q_exec(c, Q_STATE, 2, (const char *const *)params);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		reply_db_error(r, "could not read the account", res);
 		goto out;
@@ -132,72 +197,65 @@ bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
 		reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found", id);
 		goto out;
 	}
-	if (!account_from_row(res, 0, &s->a)) {
+	int64_t before = 0;
+	if (!account_from_row(res, 0, &s->a) || !col_int(res, 0, 7, &s->running) ||
+	    !col_int(res, 0, 8, &before)) {
 		reply_problemf(r, 500, "internal", "Internal error", "account row is malformed");
 		goto out;
 	}
 	PQclear(res);
-	res = q_exec(c, Q_RUNNING, 1, (const char *const *)params);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK || !col_int(res, 0, 0, &s->running)) {
-		reply_db_error(r, "could not count running sandboxes", res);
-		goto out;
-	}
-	PQclear(res);
-	int64_t before = 0;
-	res = q_exec(c, Q_WALL_BEFORE, 2, (const char *const *)params);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK || !col_int(res, 0, 0, &before)) {
-		reply_db_error(r, "could not read usage", res);
-		goto out;
-	}
-	PQclear(res);
-	int64_t left = s->a.grant_us > before ? s->a.grant_us - before : 0;
-	/* This month: by plan when the grant was spent before it, else hour by hour. */
-	res = q_exec(c, left > 0 ? Q_MONTH_HOURS : Q_MONTH, 2, (const char *const *)params);
+	res = q_exec(c, Q_MONTH, 2, (const char *const *)params);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		reply_db_error(r, "could not read usage", res);
 		goto out;
 	}
-	PGresult *pr = q_exec(c, Q_PLANS, 0, NULL);
-	char err[256];
-	bool plans_ok = PQresultStatus(pr) == PGRES_TUPLES_OK &&
-	                plans_from_result(pr, &plans, &nplans, err, sizeof err);
-	PQclear(pr);
-	if (!plans_ok) {
+	if (!plancache_get(c, &plans, &nplans, err, sizeof err)) {
 		reply_db_error(r, "could not read price plans", NULL);
 		goto out;
 	}
-	struct per_plan pp[16];
-	size_t npp = 0;
+	struct per_plan month_pp[16], cov[16];
+	size_t nmonth = 0, ncov = 0;
 	int64_t month_wall = 0;
-	int col = left > 0 ? 2 : 1;
 	for (int i = 0; i < PQntuples(res); i++) {
-		struct meter_usage u = {0}, covered = {0};
+		struct meter_usage u = {0};
 		int64_t plan;
-		if (!col_int(res, i, col - 1, &plan) || !sums(res, i, col, &u) ||
+		if (!col_int(res, i, 0, &plan) || !sums(res, i, 1, &u) ||
 		    !ck_add(month_wall, u.wall_us, &month_wall) ||
-		    meter_trial_cover_usage(&left, &u, &covered) != METER_OK ||
-		    !sub_usage(&u, &covered) || !add_to_plan(pp, &npp, 16, plan, &u)) {
+		    !add_to_plan(month_pp, &nmonth, 16, plan, &u)) {
 			reply_problemf(r, 500, "internal", "Internal error",
 			               "usage of the month cannot be summed");
 			goto out;
 		}
 	}
+	int64_t left = s->a.grant_us > before ? s->a.grant_us - before : 0;
 	s->trial_used_us = before + month_wall;
 	s->trial_left_us = s->a.grant_us > s->trial_used_us ? s->a.grant_us - s->trial_used_us : 0;
-	for (size_t i = 0; i < npp; i++) {
+	if (left >= month_wall) {
+		/* the grant covers all of the month: nothing to pay */
+		for (size_t i = 0; i < nmonth; i++)
+			cov[ncov++] = month_pp[i];
+	} else if (left > 0 && !covered_this_month(r, c, s, left, cov, &ncov)) {
+		goto out;
+	}
+	for (size_t i = 0; i < nmonth; i++) {
 		const struct meter_plan *plan = NULL;
+		struct meter_usage due = month_pp[i].u;
+		for (size_t k = 0; k < ncov; k++)
+			if (cov[k].plan_id == month_pp[i].plan_id && !sub_usage(&due, &cov[k].u))
+				goto bad;
 		for (size_t k = 0; k < nplans; k++)
-			if (plans[k].id == pp[i].plan_id)
+			if (plans[k].id == month_pp[i].plan_id)
 				plan = &plans[k];
 		struct meter_cost cost;
-		if (plan == NULL || meter_usage_cost(&pp[i].u, plan, &cost) != METER_OK ||
-		    meter_money_add(s->month_cost, cost.total, &s->month_cost) != METER_OK) {
-			reply_problemf(r, 500, "internal", "Internal error",
-			               "the cost of the month cannot be computed");
-			goto out;
-		}
+		if (plan == NULL || meter_usage_cost(&due, plan, &cost) != METER_OK ||
+		    meter_money_add(s->month_cost, cost.total, &s->month_cost) != METER_OK)
+			goto bad;
 	}
 	ok = true;
+	goto out;
+bad:
+	reply_problemf(r, 500, "internal", "Internal error",
+	               "the cost of the month cannot be computed");
 out:
 	free(plans);
 	PQclear(res);

@@ -217,22 +217,24 @@ void h_sandbox_new(struct req *r)
 	meter_decimal_format(v[3].num, 3, 0, mem, sizeof mem);
 	snprintf(st, sizeof st, "%lld", (long long)started);
 	const char *params[] = {v[0].text, v[1].text, vc, mem, st};
+	/* The mark first: the rollup worker, too, takes the queue row before sandboxes. */
+	const char *mark[] = {v[0].text, NULL};
+	PGresult *m = q_exec(c, Q_MARK, 2, mark);
+	if (PQresultStatus(m) != PGRES_COMMAND_OK) {
+		reply_db_error(r, "could not queue the sandbox for rating", m);
+		PQclear(m);
+		rollback(c);
+		return;
+	}
+	PQclear(m);
 	PGresult *res = q_exec(c, Q_SANDBOX_NEW, 5, params);
-	if (strcmp(db_sqlstate(res), "23505") == 0) {
+	if (strcmp(db_sqlstate(res), "23505") == 0)
 		reply_problemf(r, 409, "conflict", "Already exists",
 		               "sandbox \"%s\" already exists", v[0].text);
-	} else if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+	else if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		reply_db_error(r, "could not register the sandbox", res);
-	} else {
-		/* Samples may have come before the registration: rate all of it. */
-		const char *mark[] = {v[0].text, NULL};
-		PGresult *m = q_exec(c, Q_MARK, 2, mark);
-		if (PQresultStatus(m) != PGRES_COMMAND_OK)
-			reply_db_error(r, "could not queue the sandbox for rating", m);
-		else if (commit(r, c))
-			reply_json(r, 201, sandbox_json(res, 0));
-		PQclear(m);
-	}
+	else if (commit(r, c))
+		reply_json(r, 201, sandbox_json(res, 0));
 	PQclear(res);
 	rollback(c);
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/plancache.h"
 #include "api/queries.h"
 #include "api/routes.h"
 #include "api/rollup.h"
@@ -112,15 +113,12 @@ static bool plan_now(struct req *r, struct meter_plan *out)
 	PGconn *c = req_db(r);
 	if (c == NULL)
 		return false;
-	PGresult *res = q_exec(c, Q_PLANS, 0, NULL);
 	struct meter_plan *plans = NULL;
 	size_t n = 0;
 	char err[256];
 	bool ok = false;
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		reply_db_error(r, "could not read price plans", res);
-	} else if (!plans_from_result(res, &plans, &n, err, sizeof err)) {
-		reply_problemf(r, 500, "internal", "Internal error", "%s", err);
+	if (!plancache_get(c, &plans, &n, err, sizeof err)) {
+		reply_db_error(r, "could not read price plans", NULL);
 	} else {
 		const struct meter_plan *p = meter_plan_at(plans, n, now_us());
 		if (p) {
@@ -132,7 +130,6 @@ static bool plan_now(struct req *r, struct meter_plan *out)
 		}
 	}
 	free(plans);
-	PQclear(res);
 	return ok;
 }
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "api/account.h"
+#include "api/plancache.h"
 #include "api/queries.h"
 #include "api/routes.h"
 #include "common/plans.h"
@@ -80,12 +81,9 @@ static bool fill(cJSON *o, const struct tally *t, const struct meter_plan *plans
 static bool load_plans(struct req *r, PGconn *c, struct meter_plan **plans, size_t *n)
 {
 	char err[256];
-	PGresult *res = q_exec(c, Q_PLANS, 0, NULL);
-	bool ok = PQresultStatus(res) == PGRES_TUPLES_OK &&
-	          plans_from_result(res, plans, n, err, sizeof err);
+	bool ok = plancache_get(c, plans, n, err, sizeof err);
 	if (!ok)
-		reply_db_error(r, "could not read price plans", res);
-	PQclear(res);
+		reply_db_error(r, "could not read price plans", NULL);
 	return ok;
 }
 
@@ -146,7 +144,7 @@ void h_usage(struct req *r)
 	/* data_as_of first: every sample that arrived before it is in what follows. */
 	if (!data_as_of(r, c, id, asof, sizeof asof) || !load_plans(r, c, &plans, &nplans))
 		goto out;
-	res = q_exec(c, Q_USAGE, 3, params);
+	res = q_exec_planned(c, Q_USAGE, 3, params);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		reply_db_error(r, "could not read usage", res);
 		goto out;

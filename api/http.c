@@ -105,6 +105,14 @@ void reply_problemf(struct req *r, unsigned status, const char *type, const char
 void reply_db_error(struct req *r, const char *what, const PGresult *res)
 {
 	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	const char *code = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	if (code && (strncmp(code, "22", 2) == 0 || strncmp(code, "23", 2) == 0)) {
+		/* The database refused a value (data exception, constraint): the request's fault.
+		 */
+		reply_problemf(r, 422, "invalid-value", "Invalid value", "%s: %s", what,
+		               msg ? msg : "a value was refused");
+		return;
+	}
 	pool_count_error(r->srv->pool);
 	log_warn("%s %s: %s: %s", r->method, r->path, what,
 	         msg ? msg : (r->db ? PQerrorMessage(r->db) : "no connection"));
@@ -279,6 +287,11 @@ static void dispatch(struct req *r)
 	r->route->handler(r);
 	if (!r->answered)
 		reply_problemf(r, 500, "internal", "Internal error", "the request got no answer");
+	/* The answer is copied: give the connection back before it is sent. */
+	if (r->db) {
+		pool_give(r->srv->pool, r->db);
+		r->db = NULL;
+	}
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
@@ -317,10 +330,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 			r->body_len += n;
 			r->body[r->body_len] = '\0';
 		} else {
+			/* Read and drop the rest so the client gets its 413; a body that goes on
+			 * past sixteen times the limit gets the connection closed instead. */
 			r->too_large = true;
 		}
+		r->seen += n;
 		*upload_size = 0;
-		return MHD_YES;
+		return r->seen > (size_t)REQ_BODY_MAX * 16 ? MHD_NO : MHD_YES;
 	}
 	if (strlen(url) >= sizeof r->path) {
 		reply_problemf(r, 414, "too-long", "URI too long", "the path is too long");

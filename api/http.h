@@ -62,6 +62,7 @@ struct req {
 	char *body;
 	size_t body_len;
 	bool too_large;
+	size_t seen; /* body bytes received, kept or not */
 	char auth_header[256];
 	bool admin;        /* set by authentication */
 	char account[160]; /* an account key's account */

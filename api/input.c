@@ -21,12 +21,107 @@ void problem_set(struct problem *p, unsigned status, const char *type, const cha
 	va_end(ap);
 }
 
+/* True when s[0..len) is well-formed UTF-8. */
+static bool utf8_ok(const unsigned char *s, size_t len)
+{
+	for (size_t i = 0; i < len;) {
+		unsigned char c = s[i];
+		size_t n = c < 0x80         ? 0
+		           : (c >> 5) == 6  ? 1
+		           : (c >> 4) == 14 ? 2
+		           : (c >> 3) == 30 ? 3
+		                            : 9;
+		if (n == 9 || i + n >= len + (n == 0))
+			return false;
+		for (size_t k = 1; k <= n; k++)
+			if ((s[i + k] & 0xC0) != 0x80)
+				return false;
+		if ((n == 1 && c < 0xC2) || (n == 2 && c == 0xE0 && s[i + 1] < 0xA0) ||
+		    (n == 2 && c == 0xED && s[i + 1] >= 0xA0) ||
+		    (n == 3 && c == 0xF0 && s[i + 1] < 0x90) || (n == 3 && c > 0xF4))
+			return false;
+		i += n + 1;
+	}
+	return true;
+}
+
+/*
+ * What JSON text says that cJSON would silently change: a number with more
+ * significant digits than a double keeps (send it as a string instead), or a
+ * \u0000 escape that would cut a string short. Returns the offending offset
+ * and what, or -1.
+ */
+static long lossy(const char *b, size_t len, const char **what)
+{
+	bool in_str = false;
+	for (size_t i = 0; i < len; i++) {
+		char c = b[i];
+		if (in_str) {
+			if (c == '\\') {
+				if (i + 5 < len && b[i + 1] == 'u' &&
+				    memcmp(b + i + 2, "0000", 4) == 0) {
+					*what = "a \\u0000 character";
+					return (long)i;
+				}
+				i++;
+			} else if (c == '"') {
+				in_str = false;
+			}
+			continue;
+		}
+		if (c == '"') {
+			in_str = true;
+			continue;
+		}
+		if (c != '-' && (c < '0' || c > '9'))
+			continue;
+		size_t start = i;
+		int digits = 0, pending_zeros = 0;
+		bool seen = false;
+		for (; i < len && b[i] != 'e' && b[i] != 'E' &&
+		       (b[i] == '-' || b[i] == '.' || (b[i] >= '0' && b[i] <= '9'));
+		     i++) {
+			if (b[i] < '0' || b[i] > '9')
+				continue;
+			if (b[i] == '0') {
+				pending_zeros += seen;
+			} else {
+				digits += seen ? pending_zeros + 1 : 1;
+				pending_zeros = 0;
+				seen = true;
+			}
+		}
+		while (i < len && (b[i] == 'e' || b[i] == 'E' || b[i] == '+' || b[i] == '-' ||
+		                   (b[i] >= '0' && b[i] <= '9')))
+			i++;
+		i--;
+		if (digits > 15) {
+			*what = "a number with more than 15 significant digits (send it as a "
+			        "string)";
+			return (long)start;
+		}
+	}
+	return -1;
+}
+
 cJSON *in_parse_object(const char *body, size_t len, struct problem *p)
 {
 	const char *end = NULL;
 	if (body == NULL || len == 0) {
 		problem_set(p, 400, "invalid-body", "Invalid request body",
 		            "the request needs a JSON object as its body");
+		return NULL;
+	}
+	if (!utf8_ok((const unsigned char *)body, len)) {
+		problem_set(p, 400, "invalid-json", "Malformed JSON",
+		            "the body is not valid UTF-8");
+		return NULL;
+	}
+	const char *what = NULL;
+	long bad_at = lossy(body, len, &what);
+	if (bad_at >= 0) {
+		problem_set(p, 400, "invalid-json", "Value not exact",
+		            "the body has %s at byte %ld", what, bad_at);
 		return NULL;
 	}
 	cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, false);

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -63,6 +64,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	log_init("meter-api", level, true);
+	/* A database that does not answer must not hold request threads for long. */
+	setenv("PGCONNECT_TIMEOUT", "3", 0);
 
 	sigset_t mask;
 	sigemptyset(&mask);

@@ -28,9 +28,15 @@ static const char *const sql[Q_COUNT] = {
         [Q_ACCOUNT_LOCK] = "SELECT " ACCOUNT_COLS " FROM accounts WHERE id = $1 FOR UPDATE",
         [Q_ACCOUNT_NEW] = "INSERT INTO accounts (id, name, plan, monthly_spend_cap) "
                           "VALUES ($1, $2, $3, $4::numeric) RETURNING " ACCOUNT_COLS,
-        [Q_RUNNING] = "SELECT count(*) FROM sandboxes WHERE account_id = $1 AND stopped_at IS NULL",
-        [Q_WALL_BEFORE] = "SELECT coalesce(sum(wall_us), 0) FROM account_month "
-                          "WHERE account_id = $1 AND month < " TS("$2") "::date",
+        /* After Q_ACCOUNT_LOCK when locking: a statement of its own, so its snapshot is
+         * taken once the lock is held and sees every registration before it. */
+        [Q_STATE] = "SELECT " ACCOUNT_COLS ", "
+                    "(SELECT count(*) FROM sandboxes s WHERE s.account_id = a.id "
+                    "  AND s.stopped_at IS NULL), "
+                    "(SELECT coalesce(sum(wall_us), 0) FROM account_month m "
+                    "  WHERE m.account_id = a.id AND m.month < (" TS(
+                            "$2") " AT TIME ZONE 'UTC')::date) "
+                                  "FROM accounts a WHERE id = $1",
         [Q_MONTH] = "SELECT price_plan_id, " SUMS " FROM account_month "
                     "WHERE account_id = $1 AND month = (" TS(
                             "$2") " AT TIME ZONE 'UTC')::date "
@@ -38,8 +44,9 @@ static const char *const sql[Q_COUNT] = {
         [Q_MONTH_HOURS] = "SELECT " US(
                 "hour") ", price_plan_id, " SUMS " FROM usage_hourly "
                         "WHERE account_id = $1 AND hour >= " TS("$2") " AND hour < " TS(
-                                "$2") " + interval '1 month' "
-                                      "GROUP BY hour, price_plan_id ORDER BY hour, price_plan_id",
+                                "$3") " "
+                                      "GROUP BY hour, price_plan_id ORDER BY hour, price_plan_id "
+                                      "LIMIT $4",
         [Q_SANDBOX] = "SELECT " SANDBOX_COLS " FROM sandboxes WHERE id = $1",
         [Q_SANDBOX_NEW] =
                 "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) "
@@ -93,4 +100,9 @@ PGresult *q_exec(PGconn *c, enum query q, int nparams, const char *const *params
 	char name[16];
 	snprintf(name, sizeof name, "q%d", (int)q);
 	return PQexecPrepared(c, name, nparams, params, NULL, NULL, 0);
+}
+
+PGresult *q_exec_planned(PGconn *c, enum query q, int nparams, const char *const *params)
+{
+	return PQexecParams(c, sql[q], nparams, NULL, params, NULL, NULL, 0);
 }

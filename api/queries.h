@@ -16,12 +16,11 @@ enum query {
 	Q_ACCOUNT,      /* id -> the account */
 	Q_ACCOUNT_LOCK, /* id -> the account, locked FOR UPDATE */
 	Q_ACCOUNT_NEW,  /* id, name, plan, cap -> the account */
-	Q_RUNNING,      /* account -> running sandboxes */
-	Q_WALL_BEFORE,  /* account, month start µs -> wall µs before that month */
-	Q_MONTH,        /* account, month start µs -> per plan sums of the month */
-	Q_MONTH_HOURS,  /* account, month start µs -> per hour and plan sums, in order */
-	Q_SANDBOX,      /* id -> the sandbox */
-	Q_SANDBOX_NEW,  /* id, account, vcpus, memory, started µs -> the sandbox */
+	Q_STATE,       /* account, month start µs -> account, running, wall µs before the month */
+	Q_MONTH,       /* account, month start µs -> per plan sums of the month */
+	Q_MONTH_HOURS, /* account, from, to (µs), n -> first n sums per hour and plan, in order */
+	Q_SANDBOX,     /* id -> the sandbox */
+	Q_SANDBOX_NEW, /* id, account, vcpus, memory, started µs -> the sandbox */
 	Q_SANDBOX_STOP, /* id, stopped µs -> the sandbox, when it was running */
 	Q_MARK,         /* sandbox, from µs (NULL: everything) -> queue a re-rating */
 	Q_USAGE,        /* account, from µs, to µs -> per sandbox and plan sums */
@@ -35,5 +34,12 @@ bool queries_prepare(PGconn *c, char *err, size_t errlen);
 
 /* Runs a prepared statement with text parameters (NULL for SQL NULL). */
 PGresult *q_exec(PGconn *c, enum query q, int nparams, const char *const *params);
+
+/*
+ * The same statement, planned for these parameters: for queries over many
+ * rows whose best plan depends on the range asked (usage), where PostgreSQL's
+ * generic plan for a prepared statement is several times slower.
+ */
+PGresult *q_exec_planned(PGconn *c, enum query q, int nparams, const char *const *params);
 
 #endif

@@ -156,21 +156,69 @@ static int cmp_smp(const void *a, const void *b)
 	return x->t < y->t ? -1 : x->t > y->t;
 }
 
-/* Rates the window of one sandbox into j->b. */
+/* Rates one span with the plan in force at its end into j->b. */
+static enum meter_status rate_span(struct job *j, const struct meter_span *sp)
+{
+	const struct meter_plan *plan = meter_plan_at(j->plans, j->nplans, sp->end_us);
+	struct meter_interval iv;
+	enum meter_status st;
+	if (plan == NULL)
+		return METER_ENOPLAN;
+	if ((st = meter_interval_rate(&j->size, plan->cpu_floor_ppm, sp, &iv)))
+		return st;
+	return emit(j, &iv, plan);
+}
+
+/* The last sample of one incarnation at or before w (NULL: of all); *found false when none. */
+static bool last_before(PGconn *c, struct job *j, int64_t inc, const char *w,
+                        struct meter_sample *out, bool *found, char *err, size_t errlen)
+{
+	char incs[24];
+	snprintf(incs, sizeof incs, "%lld", (long long)inc);
+	const char *p[] = {j->sandbox, incs, w};
+	PGresult *r =
+	        run(c,
+	            w ? "SELECT " US("ts") ", cpu_usage_us FROM samples WHERE sandbox_id = $1 "
+	                                   "AND incarnation = $2 AND ts <= " TS(
+	                                           "$3") " ORDER BY ts DESC LIMIT 1"
+	              : "SELECT " US("ts") ", cpu_usage_us FROM samples WHERE sandbox_id = $1 "
+	                                   "AND incarnation = $2 ORDER BY ts DESC LIMIT 1",
+	            w ? 3 : 2, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
+	if (r == NULL)
+		return false;
+	*found = PQntuples(r) == 1;
+	bool ok = true;
+	if (*found) {
+		*out = (struct meter_sample){.incarnation = inc};
+		ok = get_int(r, 0, 0, &out->t_us) && get_int(r, 0, 1, &out->cpu_us);
+		if (!ok)
+			snprintf(err, errlen, "sandbox %s: malformed samples", j->sandbox);
+	}
+	PQclear(r);
+	return ok;
+}
+
+/*
+ * Rates the window of one sandbox into j->b, as meter_rate_sandbox would
+ * rate all its samples: incarnations in the order they first appear in the
+ * sandbox's whole history, each seeded with its last sample before the
+ * window, then the stop after the last sample of the last incarnation.
+ */
 static bool rate(PGconn *c, struct job *j, char *err, size_t errlen)
 {
 	char w[24];
 	snprintf(w, sizeof w, "%lld", (long long)j->window);
 	const char *p[] = {j->sandbox, w};
-	PGresult *first = NULL, *win = NULL, *seed = NULL;
+	PGresult *order = NULL, *win = NULL;
 	struct smp *s = NULL;
+	int64_t *incs = NULL;
+	enum meter_status st = METER_OK;
 	bool ok = false;
-	/* The sandbox's first incarnation: the one with the earliest sample. */
-	first = run(c,
+	order = run(c,
 	            "SELECT incarnation FROM samples WHERE sandbox_id = $1 "
-	            "ORDER BY ts, incarnation LIMIT 1",
+	            "GROUP BY incarnation ORDER BY min(ts), incarnation",
 	            1, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
-	win = first ? run(c,
+	win = order ? run(c,
 	                  "SELECT incarnation, " US("ts") ", cpu_usage_us FROM samples "
 	                                                  "WHERE sandbox_id = $1 AND ts > " TS(
 	                                                          "$2") " ORDER BY ts, incarnation",
@@ -178,16 +226,14 @@ static bool rate(PGconn *c, struct job *j, char *err, size_t errlen)
 	            : NULL;
 	if (win == NULL)
 		goto out;
-	int64_t first_inc = METER_TIME_NONE;
-	if (PQntuples(first) == 1 && !get_int(first, 0, 0, &first_inc))
-		goto bad;
-	size_t n = (size_t)PQntuples(win);
+	size_t ninc = (size_t)PQntuples(order), n = (size_t)PQntuples(win);
+	incs = calloc(ninc + 1, sizeof *incs);
 	s = calloc(n + 1, sizeof *s);
-	if (s == NULL)
+	if (incs == NULL || s == NULL)
 		goto bad;
-	/* Group by incarnation, in the order incarnations first appear, then by time. */
-	int64_t incs[64];
-	size_t ninc = 0;
+	for (size_t k = 0; k < ninc; k++)
+		if (!get_int(order, (int)k, 0, &incs[k]))
+			goto bad;
 	for (size_t i = 0; i < n; i++) {
 		if (!get_int(win, (int)i, 0, &s[i].inc) || !get_int(win, (int)i, 1, &s[i].t) ||
 		    !get_int(win, (int)i, 2, &s[i].cpu))
@@ -195,15 +241,6 @@ static bool rate(PGconn *c, struct job *j, char *err, size_t errlen)
 		size_t k = 0;
 		while (k < ninc && incs[k] != s[i].inc)
 			k++;
-		if (k == ninc) {
-			if (ninc == 64) {
-				snprintf(err, errlen,
-				         "sandbox %s has over 64 incarnations in an hour",
-				         j->sandbox);
-				goto out;
-			}
-			incs[ninc++] = s[i].inc;
-		}
 		s[i].order = k;
 	}
 	qsort(s, n, sizeof *s, cmp_smp);
@@ -211,97 +248,51 @@ static bool rate(PGconn *c, struct job *j, char *err, size_t errlen)
 	struct meter_series ser;
 	struct meter_span sp;
 	meter_series_init(&ser);
-	bool before_window = false; /* any sample at or before the window */
 	for (size_t i = 0; i < n; i++) {
 		if (i == 0 || s[i].inc != s[i - 1].inc) {
-			/* Seed the series with this incarnation's last sample before the window. */
-			char inc[24];
-			snprintf(inc, sizeof inc, "%lld", (long long)s[i].inc);
-			const char *sp3[] = {j->sandbox, w, inc};
-			PQclear(seed);
-			seed = run(
-			        c,
-			        "SELECT " US(
-			                "ts") ", cpu_usage_us FROM samples WHERE sandbox_id = $1 "
-			                      "AND incarnation = $3 AND ts <= " TS(
-			                              "$2") " ORDER BY ts DESC LIMIT 1",
-			        3, sp3, PGRES_TUPLES_OK, "could not read samples", err, errlen);
-			if (seed == NULL)
+			struct meter_sample seed;
+			bool found;
+			if (!last_before(c, j, s[i].inc, w, &seed, &found, err, errlen))
 				goto out;
-			if (PQntuples(seed) == 1) {
-				struct meter_sample last = {.incarnation = s[i].inc};
-				if (!get_int(seed, 0, 0, &last.t_us) ||
-				    !get_int(seed, 0, 1, &last.cpu_us))
-					goto bad;
-				meter_series_resume(&ser, &last);
-				before_window = true;
-			} else if (s[i].inc != first_inc) {
+			if (found)
+				meter_series_resume(&ser, &seed);
+			else if (s[i].order > 0)
 				meter_series_after_other(&ser);
-			} else {
-				meter_series_init(&ser);
-			}
+			else
+				meter_series_init(&ser); /* the sandbox's first incarnation opens */
 		}
 		struct meter_sample m = {
 		        .incarnation = s[i].inc, .t_us = s[i].t, .cpu_us = s[i].cpu};
-		enum meter_status st = meter_series_next(&ser, &m, j->started, &sp);
+		st = meter_series_next(&ser, &m, j->started, &sp);
 		if (st == METER_SKIP)
 			continue;
-		if (st != METER_OK)
-			goto rule;
-		const struct meter_plan *plan = meter_plan_at(j->plans, j->nplans, sp.end_us);
-		struct meter_interval iv;
-		if (plan == NULL) {
-			st = METER_ENOPLAN;
-			goto rule;
-		}
-		if ((st = meter_interval_rate(&j->size, plan->cpu_floor_ppm, &sp, &iv)) ||
-		    (st = emit(j, &iv, plan)))
+		if (st != METER_OK || (st = rate_span(j, &sp)) != METER_OK)
 			goto rule;
 	}
-	/* The stop after the last sample (or after the last one before the window). */
-	if (n == 0) {
-		PQclear(seed);
-		seed = run(c,
-		           "SELECT incarnation, " US(
-		                   "ts") ", cpu_usage_us FROM samples "
-		                         "WHERE sandbox_id = $1 ORDER BY ts DESC LIMIT 1",
-		           1, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
-		if (seed == NULL)
+	/* The stop follows the last sample of the last incarnation, wherever that is. */
+	if (ninc > 0 && (n == 0 || s[n - 1].inc != incs[ninc - 1])) {
+		struct meter_sample last;
+		bool found;
+		if (!last_before(c, j, incs[ninc - 1], NULL, &last, &found, err, errlen))
 			goto out;
-		if (PQntuples(seed) == 1) {
-			struct meter_sample last;
-			if (!get_int(seed, 0, 0, &last.incarnation) ||
-			    !get_int(seed, 0, 1, &last.t_us) || !get_int(seed, 0, 2, &last.cpu_us))
-				goto bad;
+		if (found)
 			meter_series_resume(&ser, &last);
-		}
 	}
-	(void)before_window;
-	enum meter_status st = meter_series_close(&ser, j->started, j->stopped, &sp);
-	if (st == METER_OK) {
-		const struct meter_plan *plan = meter_plan_at(j->plans, j->nplans, sp.end_us);
-		struct meter_interval iv;
-		if (plan == NULL) {
-			st = METER_ENOPLAN;
-			goto rule;
-		}
-		if ((st = meter_interval_rate(&j->size, plan->cpu_floor_ppm, &sp, &iv)) ||
-		    (st = emit(j, &iv, plan)))
-			goto rule;
-	}
+	st = meter_series_close(&ser, j->started, j->stopped, &sp);
+	if (st == METER_OK && (st = rate_span(j, &sp)) != METER_OK)
+		goto rule;
 	ok = true;
 	goto out;
 rule:
-	snprintf(err, errlen, "sandbox %s cannot be rated: %s", j->sandbox,
-	         meter_strerror(METER_EINVAL));
+	snprintf(err, errlen, "%s", meter_strerror(st));
 	goto out;
 bad:
-	snprintf(err, errlen, "sandbox %s: malformed samples", j->sandbox);
+	snprintf(err, errlen, "malformed samples or out of memory");
 out:
 	free(s);
-	PQclear(first);
+	free(incs);
+	PQclear(order);
 	PQclear(win);
-	PQclear(seed);
 	return ok;
 }
 
@@ -416,6 +407,10 @@ static int one(PGconn *c, const struct meter_plan *plans, size_t nplans, char *e
 	bool found = false;
 	if (!load_sandbox(c, &j, &found, err, errlen))
 		goto out;
+	/* The stop interval ends at stopped_at: its hour is re-rated too (its start moves
+	 * when samples come after it was rated). */
+	if (found && j.stopped != METER_TIME_NONE && meter_hour_of(j.stopped) < j.window)
+		j.window = meter_hour_of(j.stopped) > 0 ? meter_hour_of(j.stopped) : 0;
 	const char *p[] = {j.sandbox};
 	if (!found) {
 		r = run(c,
@@ -424,6 +419,16 @@ static int one(PGconn *c, const struct meter_plan *plans, size_t nplans, char *e
 	} else if (rate(c, &j, err, errlen) && store(c, &j, err, errlen)) {
 		r = run(c, "DELETE FROM rollup_queue WHERE sandbox_id = $1", 1, p, PGRES_COMMAND_OK,
 		        "could not clear a mark", err, errlen);
+	} else if (PQstatus(c) == CONNECTION_OK) {
+		/* This sandbox cannot be rated (samples before any price plan, say): park its
+		 * mark with the reason, so the others go on; new samples wake it again. */
+		char why[600];
+		snprintf(why, sizeof why, "cannot rate: %s", err);
+		log_warn("rollup: sandbox %s %s", j.sandbox, err);
+		PQclear(PQexec(c, "ROLLBACK"));
+		const char *q[] = {j.sandbox, why};
+		r = run(c, "UPDATE rollup_queue SET waiting = $2 WHERE sandbox_id = $1", 2, q,
+		        PGRES_COMMAND_OK, "could not park a mark", err, errlen);
 	}
 	if (r == NULL)
 		goto out;

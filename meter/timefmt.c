@@ -2,6 +2,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "meter/plan.h"
 
@@ -76,7 +77,7 @@ enum meter_status meter_time_parse(const char *s, int64_t *us)
 	int64_t offset = 0;
 	if ((*p == 'Z' || *p == 'z') && p[1] == '\0') {
 		offset = 0;
-	} else if ((*p == '+' || *p == '-') && p[3] == ':' && p[6] == '\0') {
+	} else if ((*p == '+' || *p == '-') && strlen(p) == 6 && p[3] == ':') {
 		int oh, om;
 		if (!digits(p + 1, 2, &oh) || !digits(p + 4, 2, &om) || oh > 23 || om > 59)
 			return METER_EINVAL;

@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # Runs meter on a fresh Debian 12 machine: installs the Debian packages that
 # are missing, builds, starts the private PostgreSQL (unless DATABASE_URL names
-# another one), applies the migrations, prints how to reach it all, then runs
-# the services in the foreground until Ctrl-C (or SIGTERM):
+# another one), applies the migrations, then runs in the foreground until
+# Ctrl-C (or SIGTERM):
 #
+#   meter-api        the HTTP API on 127.0.0.1:8080 (METER_LISTEN), with its rollup worker
 #   meter-collector  samples the cgroups laid out as sandboxes/<account>/<sandbox>
 #                    below this host's cgroup root (METER_MATCH changes the pattern)
+#   a demo sandbox   a real cgroup sandboxes/demo/demo-TIME running a light, varying
+#                    load, registered to account "demo", so usage accrues at once
+#                    (turn it off with METER_DEMO=0 or --no-demo)
+#
+# The first run makes an admin key, keeps it in .run/admin.key (mode 600) and
+# prints it with a few curl lines to try.
 #
 #   scripts/run.sh --setup-only   everything but the services
 set -euo pipefail
@@ -13,11 +20,14 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 
 setup_only=0
-case "${1:-}" in
---setup-only) setup_only=1 ;;
-"") ;;
-*) echo "run.sh: unknown option \"$1\" (only --setup-only)" >&2; exit 2 ;;
-esac
+demo=${METER_DEMO:-1}
+for arg in "$@"; do
+	case $arg in
+	--setup-only) setup_only=1 ;;
+	--no-demo) demo=0 ;;
+	*) echo "run.sh: unknown option \"$arg\" (--setup-only, --no-demo)" >&2; exit 2 ;;
+	esac
+done
 
 bash scripts/deps.sh
 build=$(bash scripts/build.sh | tail -n 1)
@@ -29,23 +39,88 @@ if [[ -z ${DATABASE_URL:-} ]]; then
 fi
 "$build/meter" migrate
 
-match=${METER_MATCH:-'sandboxes/(?<account>[^/]+)/(?<sandbox>[^/]+)'}
 mkdir -p "$here/.run"
+chmod 700 "$here/.run"
+if [[ ! -s "$here/.run/admin.key" ]]; then
+	(umask 077 && "$build/meter" key create --admin >"$here/.run/admin.key" 2>/dev/null)
+	echo "meter: made an admin key, kept in .run/admin.key"
+fi
+key=$(cat "$here/.run/admin.key")
+listen=${METER_LISTEN:-127.0.0.1:8080}
+match=${METER_MATCH:-'sandboxes/(?<account>[^/]+)/(?<sandbox>[^/]+)'}
+url="http://$listen"
+
 cat <<MSG
 
 meter is ready.
-  database:   DATABASE_URL='$DATABASE_URL'
-  psql:       psql '$DATABASE_URL'
-  the CLI:    $build/meter rates --vcpus 2 --memory-gib 4
-              $build/meter estimate --runs 300 --minutes 6 --vcpus 2 --memory-gib 4 --busy-vcpus 0.5
-              $build/meter key create --admin
-  collector:  samples every cgroup matching '$match'
-              below /sys/fs/cgroup, e.g. sandboxes/acme/sb-1; spool $here/.run/collector.spool
-  samples:    psql '$DATABASE_URL' -c 'SELECT * FROM samples ORDER BY ts DESC LIMIT 10'
-  stop:       Ctrl-C, then scripts/pg.sh stop
+  database:   DATABASE_URL='$DATABASE_URL'   (psql "\$DATABASE_URL")
+  admin key:  $key
+  try:        curl -s '$url/v1/rates?vcpus=2&memory_gib=4'
+              curl -s -X POST $url/v1/estimates -d '{"runs_per_month":300,"minutes_per_run":6,"vcpus":2,"memory_gib":4,"avg_busy_vcpus":0.5}'
+              curl -s -H "Authorization: Bearer $key" "$url/v1/accounts/demo/usage?from=\$(date -u +%Y-%m-%dT00:00:00Z)&to=\$(date -u -d tomorrow +%Y-%m-%dT00:00:00Z)"
+              curl -s -H "Authorization: Bearer $key" -X POST $url/v1/quota/check -d '{"account_id":"demo","vcpus":1,"memory_gib":1}'
+  collector:  samples every cgroup matching '$match' below /sys/fs/cgroup
+  the CLI:    $build/meter estimate --runs 300 --minutes 6 --vcpus 2 --memory-gib 4 --busy-vcpus 0.5
+  stop:       Ctrl-C (the private PostgreSQL keeps running: scripts/pg.sh stop)
 MSG
 if [[ $setup_only == 1 ]]; then
 	exit 0
 fi
-exec "$build/meter-collector" --root /sys/fs/cgroup --match "$match" \
-	--spool "$here/.run/collector.spool"
+
+pids=()
+demo_dirs=()
+demo_pid=
+cleanup() {
+	trap - INT TERM EXIT
+	if [[ ${#demo_dirs[@]} -gt 0 ]]; then
+		# End the demo's processes (all of them: the cgroup knows), then stop it.
+		kill "$demo_pid" 2>/dev/null || true
+		for _ in 1 2 3 4 5; do
+			procs=$(cat "${demo_dirs[2]}/cgroup.procs" 2>/dev/null || true)
+			[[ -z $procs ]] && break
+			kill -9 $procs 2>/dev/null || true
+			sleep 0.2
+		done
+		curl -s -o /dev/null -X POST -H "Authorization: Bearer $key" "$url/v1/sandboxes/$demo_id/stop" || true
+	fi
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	for ((i = ${#demo_dirs[@]} - 1; i >= 0; i--)); do rmdir "${demo_dirs[i]}" 2>/dev/null || true; done
+}
+trap cleanup INT TERM EXIT
+
+# Own sessions: Ctrl-C reaches this script alone, which stops them in order.
+setsid "$build/meter-api" --listen "$listen" &
+pids+=($!)
+setsid "$build/meter-collector" --root /sys/fs/cgroup --match "$match" \
+	--spool "$here/.run/collector.spool" &
+pids+=($!)
+for _ in $(seq 50); do curl -s -o /dev/null "$url/healthz" && break; sleep 0.1; done
+
+if [[ $demo == 1 ]]; then
+	# The demo sandbox: where CPU is read (v2 if mounted, else v1 cpuacct) and, on a
+	# hybrid or v1 host, the memory hierarchy too.
+	cpu_root=$(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo)
+	[[ -n $cpu_root ]] || cpu_root=$(awk '$9 == "cgroup" && $NF ~ /cpuacct/ { print $5; exit }' /proc/self/mountinfo)
+	mem_root=$(awk '$9 == "cgroup" && $NF ~ /(^|,)memory(,|$)/ { print $5; exit }' /proc/self/mountinfo)
+	dirs=()
+	for r in "$cpu_root" "$mem_root"; do
+		[[ -n $r ]] && dirs+=("$r/sandboxes" "$r/sandboxes/demo" "$r/sandboxes/demo/$demo_id")
+	done
+	if [[ -z $cpu_root ]] || ! mkdir -p "${dirs[@]}" 2>/dev/null; then
+		echo "meter: no demo sandbox: cannot make cgroups here (needs root and cgroups)" >&2
+	else
+		demo_dirs=("${dirs[@]}")
+		curl -s -o /dev/null -X POST -H "Authorization: Bearer $key" "$url/v1/accounts" \
+			-d '{"id":"demo","name":"Demo (made by scripts/run.sh)","plan":"trial"}' || true
+		curl -s -o /dev/null -X POST -H "Authorization: Bearer $key" "$url/v1/sandboxes" \
+			-d "{\"id\":\"$demo_id\",\"account_id\":\"demo\",\"vcpus\":1,\"memory_gib\":1}" || true
+		# A light, varying load: busy for 0.1 to 0.4 s, then idle for half a second.
+		setsid bash -c 'for d in "$@"; do echo $$ > "$d/cgroup.procs"; done
+			while :; do timeout 0.$((RANDOM % 4 + 1)) bash -c "while :; do :; done"; sleep 0.5; done' \
+			demo "$cpu_root/sandboxes/demo/$demo_id" ${mem_root:+"$mem_root/sandboxes/demo/$demo_id"} &
+		demo_pid=$!
+		echo "meter: demo sandbox $demo_id of account demo is running (METER_DEMO=0 to skip)"
+	fi
+fi
+wait -n "${pids[@]}" || true

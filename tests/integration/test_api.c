@@ -467,7 +467,8 @@ static void wait_rollups(struct fx *f)
 
 /* ---- usage from rollups equals rating the raw samples ---- */
 
-#define NSB 5
+#define NSB    5
+#define S10(x) ((int64_t)(x)*10000000) /* tens of seconds of CPU, in µs */
 struct gen {
 	struct meter_sample s[2000];
 	size_t n;
@@ -662,6 +663,104 @@ static void usage_from_rollups_equals_rating_the_raw_samples(void **state)
 	        0);
 }
 
+/* Inserts one sample of sandbox sb at "HH:MM:SS" on 2026-10-05, then lets the worker run. */
+static void at(struct fx *f, const char *sb, int64_t inc, const char *hms, int64_t cpu_s)
+{
+	char q[512];
+	snprintf(q, sizeof q,
+	         "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	         "('%s', %lld, '2026-10-05T%sZ', 'h', %lld) ON CONFLICT DO NOTHING",
+	         sb, (long long)inc, hms, (long long)cpu_s * 10000000);
+	sql(f, q);
+	wait_rollups(f);
+}
+
+static enum meter_status sum_all(void *ctx, const struct meter_interval *iv,
+                                 const struct meter_plan *plan)
+{
+	(void)plan;
+	static const struct meter_size size = {.vcpu_milli = 2000, .mem_mgib = 4000};
+	return meter_usage_add_interval(ctx, &size, iv);
+}
+
+/* The rollups of sb against rating these samples (in the library's order) at once. */
+static void same_as_raw(struct fx *f, const char *sb, const char *started, const char *stopped,
+                        const struct meter_sample *s, size_t n)
+{
+	struct meter_plan plan = {.id = 1,
+	                          .cpu_vcpu_hour = 25000000,
+	                          .memory_gib_hour = 7500000,
+	                          .cpu_floor_ppm = 25000};
+	meter_time_parse("2026-09-25T00:00:00Z", &plan.effective_from_us);
+	const struct meter_size size = {.vcpu_milli = 2000, .mem_mgib = 4000};
+	int64_t st = METER_TIME_NONE, sp = METER_TIME_NONE;
+	if (started)
+		meter_time_parse(started, &st);
+	if (stopped)
+		meter_time_parse(stopped, &sp);
+	struct meter_usage u = {0};
+	assert_int_equal(meter_rate_sandbox(&plan, 1, &size, st, sp, s, n, sum_all, &u), METER_OK);
+	char q[512], want[160];
+	snprintf(q, sizeof q,
+	         "SELECT concat_ws(' ', sum(cpu_measured_us), sum(cpu_billed_us), sum(wall_us), "
+	         "sum(memory_mgib_us)) FROM usage_hourly WHERE sandbox_id = '%s'",
+	         sb);
+	snprintf(want, sizeof want, "%lld %lld %lld %lld", (long long)u.cpu_measured_us,
+	         (long long)u.cpu_billed_us, (long long)u.wall_us, (long long)u.mem_mgib_us);
+	PGresult *r = PQexec(f->db.conn, q);
+	if (strcmp(PQgetvalue(r, 0, 0), want) != 0)
+		fail_msg("%s: rollups %s, raw rating %s", sb, PQgetvalue(r, 0, 0), want);
+	PQclear(r);
+}
+
+static int64_t hms(const char *t)
+{
+	char full[40];
+	int64_t us;
+	snprintf(full, sizeof full, "2026-10-05T%sZ", t);
+	meter_time_parse(full, &us);
+	return us;
+}
+
+static void rollups_match_the_raw_rating_around_stops_and_overlaps(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	/* A stop rated first, then a sample just after it, in the next hour. */
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	       "VALUES ('st', 'acme', 2, 4, '2026-10-05T04:00:00Z', '2026-10-05T04:55:00Z')");
+	at(f, "st", 1, "04:50:00", 10);
+	at(f, "st", 1, "05:00:10", 12);
+	const struct meter_sample st[] = {{1, hms("04:50:00"), S10(10)},
+	                                  {1, hms("05:00:10"), S10(12)}};
+	same_as_raw(f, "st", "2026-10-05T04:00:00Z", "2026-10-05T04:55:00Z", st, 2);
+
+	/* Incarnations that overlap in time, and samples arriving in a mixed order. */
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	       "VALUES ('ov', 'acme', 2, 4, '2026-10-05T04:40:00Z', '2026-10-05T06:00:00Z')");
+	at(f, "ov", 7, "05:10:00", 3);
+	at(f, "ov", 5, "04:50:00", 1);
+	at(f, "ov", 7, "05:20:00", 4);
+	at(f, "ov", 5, "05:40:00", 2);
+	const struct meter_sample ov[] = {{5, hms("04:50:00"), S10(1)},
+	                                  {5, hms("05:40:00"), S10(2)},
+	                                  {7, hms("05:10:00"), S10(3)},
+	                                  {7, hms("05:20:00"), S10(4)}};
+	same_as_raw(f, "ov", "2026-10-05T04:40:00Z", "2026-10-05T06:00:00Z", ov, 4);
+
+	/* A sandbox that cannot be rated (samples before any price plan) holds up no other. */
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	       "VALUES ('old', 'acme', 2, 4, '2020-01-01T00:00:00Z', '2020-01-02T00:00:00Z')");
+	sql(f, "INSERT INTO rollup_queue VALUES ('old', '-infinity', now() - interval '1 day')");
+	at(f, "st", 1, "05:30:00", 20);
+	assert_true(num(f, "SELECT count(*) FROM rollup_queue WHERE sandbox_id = 'old' AND "
+	                   "waiting LIKE 'cannot rate: %'") == 1);
+	const struct meter_sample st2[] = {{1, hms("04:50:00"), S10(10)},
+	                                   {1, hms("05:00:10"), S10(12)},
+	                                   {1, hms("05:30:00"), S10(20)}};
+	same_as_raw(f, "st", "2026-10-05T04:00:00Z", "2026-10-05T04:55:00Z", st2, 3);
+}
+
 static void spent_trials_and_reached_caps_refuse_new_sandboxes(void **state)
 {
 	struct fx *f = *state;
@@ -779,6 +878,8 @@ int main(void)
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(usage_from_rollups_equals_rating_the_raw_samples,
 	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                rollups_match_the_raw_rating_around_stops_and_overlaps, setup, teardown),
 	        cmocka_unit_test_setup_teardown(spent_trials_and_reached_caps_refuse_new_sandboxes,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(postgres_stopped_and_started_under_the_api, setup,

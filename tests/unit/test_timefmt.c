@@ -57,7 +57,10 @@ static void malformed_or_impossible_times_are_refused(void **state)
 	                     "2026-09-25T00:00:00Zjunk",
 	                     "2026-09-25T00:00:00+0200",
 	                     "1969-12-31T23:59:59Z",
-	                     "2026-9-25T00:00:00Z"};
+	                     "2026-9-25T00:00:00Z",
+	                     "2026-10-01T00:00:00+",
+	                     "2026-10-01T00:00:00+01",
+	                     "2026-10-01T00:00:00+01:0"};
 	int64_t t = 42;
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
 		assert_int_equal(meter_time_parse(bad[i], &t), METER_EINVAL);

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# bench_api: the quota check and usage under wrk on loopback, beside pgbench
+# running the same SQL straight on the database, in one run.
+#
+#   bash bench/bench_api.sh [SECONDS]      (default 10 s per measurement)
+#
+# Needs root for apt (wrk) the first time. Uses DATABASE_URL's server or the
+# private cluster (started and stopped again when it was not running), in a
+# database of its own that it drops at the end. Prints a Markdown table:
+# requests/s and latency percentiles (p50, p99) of meter-api and of pgbench.
+# Never a test: figures only.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+secs=${1:-10}
+[[ $secs =~ ^[0-9]+$ ]] || { echo "bench_api: SECONDS must be a whole number" >&2; exit 2; }
+command -v wrk >/dev/null || { apt-get install -y -qq wrk >/dev/null || { echo "bench_api: needs wrk (apt-get install wrk)" >&2; exit 1; }; }
+build=$(bash "$here/scripts/build.sh" | tail -n 1)
+pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+
+started=0
+if [[ -z ${DATABASE_URL:-} ]]; then
+	if ! bash "$here/scripts/pg.sh" status >/dev/null; then
+		bash "$here/scripts/pg.sh" start >/dev/null
+		started=1
+	fi
+	DATABASE_URL=$(bash "$here/scripts/pg.sh" url)
+fi
+admin_url=$DATABASE_URL
+db=meter_bench_api
+work=$(mktemp -d /tmp/meter-bench-api-XXXXXX)
+api_pid=
+cleanup() {
+	[[ -n $api_pid ]] && kill "$api_pid" 2>/dev/null && wait "$api_pid" 2>/dev/null || true
+	psql -X -q -d "$admin_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
+	rm -rf "$work"
+	[[ $started == 1 ]] && bash "$here/scripts/pg.sh" stop >/dev/null || true
+}
+trap cleanup EXIT
+
+psql -X -q -d "$admin_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" >/dev/null
+url=$(psql -X -qtA -d "$admin_url" -c "SELECT 'host=' || current_setting('unix_socket_directories') || ' user=' || current_user || ' dbname=$db'")
+[[ -n ${PGPORT:-} ]] && url="$url port=$PGPORT"
+export DATABASE_URL=$url
+"$build/meter" migrate >/dev/null
+
+# An account with 50 running sandboxes and a month of usage: 300 sandboxes x 30 hours.
+psql -X -q -d "$url" >/dev/null <<'SQL'
+INSERT INTO accounts (id, name, plan, monthly_spend_cap) VALUES ('bench', 'Bench', 'paid', 100000);
+INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at)
+SELECT 'sb-' || i, 'bench', 2, 4, date_trunc('month', now()),
+       CASE WHEN i > 50 THEN date_trunc('month', now()) + interval '1 hour' END
+FROM generate_series(1, 300) i;
+INSERT INTO usage_hourly (account_id, sandbox_id, hour, price_plan_id, cpu_measured_us,
+       cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us)
+SELECT 'bench', 'sb-' || i, date_trunc('month', now()) + (h || ' hours')::interval, 1,
+       1800000000, 1800000000, 1800000000, 1800000000, 3600000000, 4000 * 3600000000::bigint
+FROM generate_series(1, 300) i, generate_series(0, 29) h;
+-- a paid customer whose trial was used up last month, as most are
+INSERT INTO account_month (account_id, month, price_plan_id, wall_us)
+VALUES ('bench', (date_trunc('month', now()) - interval '1 month')::date, 1, 180000000000);
+INSERT INTO account_month SELECT account_id, date_trunc('month', hour)::date, price_plan_id,
+       sum(cpu_measured_us), sum(cpu_billed_us), sum(busy_us), sum(idle_us), sum(wall_us),
+       sum(memory_mgib_us) FROM usage_hourly GROUP BY 1, 2, 3;
+ANALYZE;
+SQL
+key=$("$build/meter" key create --account bench 2>/dev/null)
+month=$(date -u +%Y-%m-01T00:00:00Z)
+now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+month_us=$(psql -X -qtA -d "$url" -c "SELECT (extract(epoch FROM date_trunc('month', now())) * 1000000)::bigint")
+
+port=$((18000 + RANDOM % 2000))
+"$build/meter-api" --listen 127.0.0.1:$port --no-rollup --log-level error ${METER_BENCH_API_ARGS:-} &
+api_pid=$!
+for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/healthz" && break; sleep 0.1; done
+
+cat >"$work/quota.lua" <<LUA
+wrk.method = "POST"
+wrk.body = '{"account_id":"bench","vcpus":2,"memory_gib":4}'
+wrk.headers["Authorization"] = "Bearer $key"
+wrk.headers["Content-Type"] = "application/json"
+LUA
+cat >"$work/usage.lua" <<LUA
+wrk.headers["Authorization"] = "Bearer $key"
+LUA
+# The SQL each request runs, for pgbench.
+cat >"$work/quota.sql" <<SQL
+SELECT role, account_id FROM api_keys WHERE key_hash = sha256(convert_to('$key', 'UTF8')) AND revoked_at IS NULL;
+SELECT id, name, plan, trial_grant_seconds, max_concurrent, monthly_spend_cap::text, (extract(epoch FROM created_at) * 1000000)::bigint, (SELECT count(*) FROM sandboxes s WHERE s.account_id = a.id AND s.stopped_at IS NULL), (SELECT coalesce(sum(wall_us), 0) FROM account_month m WHERE m.account_id = a.id AND m.month < date_trunc('month', now())::date) FROM accounts a WHERE id = 'bench';
+SELECT price_plan_id, sum(cpu_measured_us), sum(cpu_billed_us), sum(busy_us), sum(idle_us), sum(wall_us), sum(memory_mgib_us) FROM account_month WHERE account_id = 'bench' AND month = date_trunc('month', now())::date GROUP BY price_plan_id ORDER BY price_plan_id;
+SQL
+cat >"$work/usage.sql" <<SQL
+SELECT role, account_id FROM api_keys WHERE key_hash = sha256(convert_to('$key', 'UTF8')) AND revoked_at IS NULL;
+SELECT id FROM accounts WHERE id = 'bench';
+SELECT min(q.queued_at) FROM rollup_queue q JOIN sandboxes s ON s.id = q.sandbox_id WHERE s.account_id = 'bench' AND q.waiting IS NULL;
+SELECT sandbox_id, price_plan_id, sum(cpu_measured_us), sum(cpu_billed_us), sum(busy_us), sum(idle_us), sum(wall_us), sum(memory_mgib_us) FROM usage_hourly WHERE account_id = 'bench' AND hour >= '$month' AND hour < '$now' GROUP BY 1, 2 ORDER BY 1, 2;
+SQL
+
+# "rps p50_ms p99_ms" from wrk --latency
+wrk_run() {
+	local conns=$1 script=$2 path=$3
+	wrk -t2 -c"$conns" -d"${secs}s" --latency -s "$script" "http://127.0.0.1:$port$path" >"$work/wrk.out" 2>&1
+	awk '/Requests\/sec/ { rps = $2 }
+	     /^ +50%/ { p50 = $2 } /^ +99%/ { p99 = $2 }
+	     END {
+	       printf "%.0f %s %s\n", rps, ms(p50), ms(p99)
+	     }
+	     function ms(v) { if (v ~ /us$/) return sprintf("%.2f", v / 1000); if (v ~ /ms$/) return sprintf("%.2f", v + 0); if (v ~ /s$/) return sprintf("%.2f", v * 1000); return v }' "$work/wrk.out"
+}
+# "tps p50_ms p99_ms" from pgbench's per-transaction log
+pg_run() {
+	local conns=$1 script=$2
+	rm -f "$work"/pgbench_log*
+	(cd "$work" && "$pgbin/pgbench" -n -M prepared -c "$conns" -j 2 -T "$secs" -f "$script" -l \
+		--log-prefix="$work/pgbench_log" "$url" >"$work/pgb.out" 2>&1)
+	local tps
+	tps=$(awk '/^tps = / { printf "%.0f", $3 }' "$work/pgb.out")
+	cat "$work"/pgbench_log* | awk '{ print $3 }' | sort -n >"$work/lat"
+	local n
+	n=$(wc -l <"$work/lat")
+	echo "$tps $(sed -n "$((n / 2 + 1))p" "$work/lat" | awk '{ printf "%.2f", $1 / 1000 }') $(sed -n "$((n * 99 / 100 + 1))p" "$work/lat" | awk '{ printf "%.2f", $1 / 1000 }')"
+}
+
+echo "meter-api under wrk beside pgbench running the same SQL ($(date -u +%Y-%m-%d), $(hostname), $(nproc) cores, ${secs} s each)"
+echo
+echo "| request | connections | meter-api req/s | p50 ms | p99 ms | pgbench same SQL tps | p50 ms | p99 ms | ratio |"
+echo "|---|---|---|---|---|---|---|---|---|"
+for c in 4 16; do
+	read -r a50 a51 a52 <<<"$(wrk_run $c "$work/quota.lua" /v1/quota/check)"
+	read -r b50 b51 b52 <<<"$(pg_run $c "$work/quota.sql")"
+	echo "| POST /v1/quota/check | $c | $a50 | $a51 | $a52 | $b50 | $b51 | $b52 | $(awk -v a="$a50" -v b="$b50" 'BEGIN { printf "%.2f", a / b }') |"
+done
+for c in 4 16; do
+	read -r a50 a51 a52 <<<"$(wrk_run $c "$work/usage.lua" "/v1/accounts/bench/usage?from=$month&to=$now")"
+	read -r b50 b51 b52 <<<"$(pg_run $c "$work/usage.sql")"
+	echo "| GET /v1/accounts/{id}/usage | $c | $a50 | $a51 | $a52 | $b50 | $b51 | $b52 | $(awk -v a="$a50" -v b="$b50" 'BEGIN { printf "%.2f", a / b }') |"
+done
