@@ -203,12 +203,6 @@ bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
 		reply_problemf(r, 500, "internal", "Internal error", "account row is malformed");
 		goto out;
 	}
-	PQclear(res);
-	res = q_exec(c, Q_MONTH, 2, (const char *const *)params);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		reply_db_error(r, "could not read usage", res);
-		goto out;
-	}
 	if (!plancache_get(c, &plans, &nplans, err, sizeof err)) {
 		reply_db_error(r, "could not read price plans", NULL);
 		goto out;
@@ -216,12 +210,25 @@ bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
 	struct per_plan month_pp[16], cov[16];
 	size_t nmonth = 0, ncov = 0;
 	int64_t month_wall = 0;
-	for (int i = 0; i < PQntuples(res); i++) {
-		struct meter_usage u = {0};
-		int64_t plan;
-		if (!col_int(res, i, 0, &plan) || !sums(res, i, 1, &u) ||
-		    !ck_add(month_wall, u.wall_us, &month_wall) ||
-		    !add_to_plan(month_pp, &nmonth, 16, plan, &u)) {
+	/* The month's sums came along as "plan a b c d e f;plan ..." */
+	char rows[2048];
+	snprintf(rows, sizeof rows, "%s", PQgetvalue(res, 0, 9));
+	for (char *save = NULL, *row = strtok_r(rows, ";", &save); row;
+	     row = strtok_r(NULL, ";", &save)) {
+		int64_t v[7] = {0};
+		int k = 0;
+		for (char *s2 = NULL, *w = strtok_r(row, " ", &s2); w && k < 7;
+		     w = strtok_r(NULL, " ", &s2))
+			if (meter_decimal_parse(w, 0, false, &v[k++]) != METER_OK)
+				k = 99;
+		struct meter_usage u = {.cpu_measured_us = v[1],
+		                        .cpu_billed_us = v[2],
+		                        .busy_us = v[3],
+		                        .idle_us = v[4],
+		                        .wall_us = v[5],
+		                        .mem_mgib_us = v[6]};
+		if (k != 7 || !ck_add(month_wall, u.wall_us, &month_wall) ||
+		    !add_to_plan(month_pp, &nmonth, 16, v[0], &u)) {
 			reply_problemf(r, 500, "internal", "Internal error",
 			               "usage of the month cannot be summed");
 			goto out;

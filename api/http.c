@@ -1,6 +1,7 @@
 #include "api/http.h"
 
 #include <microhttpd.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include "api/queries.h"
 #include "api/routes.h"
 #include "common/ids.h"
+#include "common/keys.h"
 #include "common/log.h"
 
 struct server {
@@ -211,6 +213,58 @@ static int find_route(struct req *r, char *allowed, size_t alen)
 	return -1;
 }
 
+/*
+ * Keys found valid are remembered for AUTH_CACHE_MS, so the hot path (the
+ * quota check) costs one database round trip, not two. A revoked key stops
+ * working within that time. Only valid keys are remembered.
+ */
+#define AUTH_CACHE_SLOTS 256
+#define AUTH_CACHE_MS    2000
+#define KEY_TEXT_MAX     (KEY_LEN + 1)
+
+struct auth_slot {
+	char key[KEY_TEXT_MAX];
+	bool admin;
+	char account[160];
+	int64_t until_ns;
+};
+
+static struct auth_slot auth_cache[AUTH_CACHE_SLOTS];
+static pthread_mutex_t auth_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static struct auth_slot *auth_slot_of(const char *key)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	for (const char *p = key; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return &auth_cache[h % AUTH_CACHE_SLOTS];
+}
+
+static bool auth_cached(struct req *r, const char *key)
+{
+	bool hit = false;
+	pthread_mutex_lock(&auth_mu);
+	struct auth_slot *s = auth_slot_of(key);
+	if (s->until_ns > mono_ns() && strcmp(s->key, key) == 0) {
+		r->admin = s->admin;
+		snprintf(r->account, sizeof r->account, "%s", s->account);
+		hit = true;
+	}
+	pthread_mutex_unlock(&auth_mu);
+	return hit;
+}
+
+static void auth_remember(const struct req *r, const char *key)
+{
+	pthread_mutex_lock(&auth_mu);
+	struct auth_slot *s = auth_slot_of(key);
+	snprintf(s->key, sizeof s->key, "%s", key);
+	s->admin = r->admin;
+	snprintf(s->account, sizeof s->account, "%s", r->account);
+	s->until_ns = mono_ns() + (int64_t)AUTH_CACHE_MS * 1000000;
+	pthread_mutex_unlock(&auth_mu);
+}
+
 static bool authenticate(struct req *r)
 {
 	const char *h = r->auth_header;
@@ -224,6 +278,8 @@ static bool authenticate(struct req *r)
 		               "the Authorization header must be \"Bearer \" and an API key");
 		return false;
 	}
+	if (auth_cached(r, h + 7))
+		return true;
 	PGconn *c = req_db(r);
 	if (c == NULL)
 		return false;
@@ -238,6 +294,7 @@ static bool authenticate(struct req *r)
 	} else {
 		r->admin = strcmp(PQgetvalue(res, 0, 0), "admin") == 0;
 		snprintf(r->account, sizeof r->account, "%s", PQgetvalue(res, 0, 1));
+		auth_remember(r, h + 7);
 		ok = true;
 	}
 	PQclear(res);

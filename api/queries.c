@@ -35,12 +35,15 @@ static const char *const sql[Q_COUNT] = {
                     "  AND s.stopped_at IS NULL), "
                     "(SELECT coalesce(sum(wall_us), 0) FROM account_month m "
                     "  WHERE m.account_id = a.id AND m.month < (" TS(
-                            "$2") " AT TIME ZONE 'UTC')::date) "
-                                  "FROM accounts a WHERE id = $1",
-        [Q_MONTH] = "SELECT price_plan_id, " SUMS " FROM account_month "
-                    "WHERE account_id = $1 AND month = (" TS(
-                            "$2") " AT TIME ZONE 'UTC')::date "
-                                  "GROUP BY price_plan_id ORDER BY price_plan_id",
+                            "$2") " AT TIME ZONE 'UTC')::date), "
+                                  /* this month, one \"plan a b c d e f\" per plan, joined by ';' */
+                                  "(SELECT string_agg(concat_ws(' ', price_plan_id, "
+                                  "cpu_measured_us, cpu_billed_us, "
+                                  "  busy_us, idle_us, wall_us, memory_mgib_us), ';' ORDER BY "
+                                  "price_plan_id) "
+                                  "  FROM account_month m WHERE m.account_id = a.id "
+                                  "  AND m.month = (" TS("$2") " AT TIME ZONE 'UTC')::date) "
+                                                               "FROM accounts a WHERE id = $1",
         [Q_MONTH_HOURS] = "SELECT " US(
                 "hour") ", price_plan_id, " SUMS " FROM usage_hourly "
                         "WHERE account_id = $1 AND hour >= " TS("$2") " AND hour < " TS(

@@ -16,11 +16,10 @@ enum query {
 	Q_ACCOUNT,      /* id -> the account */
 	Q_ACCOUNT_LOCK, /* id -> the account, locked FOR UPDATE */
 	Q_ACCOUNT_NEW,  /* id, name, plan, cap -> the account */
-	Q_STATE,       /* account, month start µs -> account, running, wall µs before the month */
-	Q_MONTH,       /* account, month start µs -> per plan sums of the month */
-	Q_MONTH_HOURS, /* account, from, to (µs), n -> first n sums per hour and plan, in order */
-	Q_SANDBOX,     /* id -> the sandbox */
-	Q_SANDBOX_NEW, /* id, account, vcpus, memory, started µs -> the sandbox */
+	Q_STATE, /* account, month start µs -> account, running, wall µs before, the month's sums */
+	Q_MONTH_HOURS,  /* account, from, to (µs), n -> first n sums per hour and plan, in order */
+	Q_SANDBOX,      /* id -> the sandbox */
+	Q_SANDBOX_NEW,  /* id, account, vcpus, memory, started µs -> the sandbox */
 	Q_SANDBOX_STOP, /* id, stopped µs -> the sandbox, when it was running */
 	Q_MARK,         /* sandbox, from µs (NULL: everything) -> queue a re-rating */
 	Q_USAGE,        /* account, from µs, to µs -> per sandbox and plan sums */
