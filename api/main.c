@@ -44,26 +44,12 @@ int main(int argc, char **argv)
 {
 	struct opt_val v[O_N];
 	char err[1024];
-	enum log_level level;
-	log_init("meter-api", LOG_INFO, true);
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			opts_help(stdout,
-			          "usage: meter-api [--listen HOST:PORT] [options]\n"
-			          "the meter HTTP API and rollup worker (DATABASE_URL)",
-			          opts, O_N);
-			return 0;
-		}
-	if (!opts_parse(opts, O_N, argc - 1, argv + 1, v, err, sizeof err)) {
-		log_error("%s (see meter-api --help)", err);
-		return 2;
-	}
-	if (!log_level_parse(v[O_LOG].str, &level)) {
-		log_error("--log-level: \"%s\" is not one of error, warn, info, debug",
-		          v[O_LOG].str);
-		return 2;
-	}
-	log_init("meter-api", level, true);
+	int rc = opts_daemon("meter-api",
+	                     "usage: meter-api [--listen HOST:PORT] [options]\n"
+	                     "the meter HTTP API and rollup worker (DATABASE_URL)",
+	                     opts, O_N, O_LOG, argc, argv, v);
+	if (rc)
+		return rc;
 	/* A database that does not answer must not hold request threads for long. */
 	setenv("PGCONNECT_TIMEOUT", "3", 0);
 

@@ -107,25 +107,11 @@ int main(int argc, char **argv)
 {
 	struct opt_val v[O_N];
 	char err[1024], host[256];
-	enum log_level level;
 	struct collector c;
 
-	log_init("meter-collector", LOG_INFO, true);
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			opts_help(stdout, usage, opts, O_N);
-			return 0;
-		}
-	if (!opts_parse(opts, O_N, argc - 1, argv + 1, v, err, sizeof err)) {
-		log_error("%s (see meter-collector --help)", err);
-		return 2;
-	}
-	if (!log_level_parse(v[O_LOG].str, &level)) {
-		log_error("--log-level: \"%s\" is not one of error, warn, info, debug",
-		          v[O_LOG].str);
-		return 2;
-	}
-	log_init("meter-collector", level, true);
+	int rc = opts_daemon("meter-collector", usage, opts, O_N, O_LOG, argc, argv, v);
+	if (rc)
+		return rc;
 	if (v[O_HOST].set) {
 		snprintf(host, sizeof host, "%s", v[O_HOST].str);
 	} else if (gethostname(host, sizeof host) != 0) {

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "meter/checked.h"
 #include "meter/decimal.h"
 
@@ -183,4 +184,28 @@ void opts_help(FILE *out, const char *usage, const struct opt_def *defs, size_t 
 			fprintf(out, " [env %s]", d->env);
 		fprintf(out, "\n");
 	}
+}
+
+int opts_daemon(const char *prog, const char *usage, const struct opt_def *defs, size_t n,
+                size_t log_level_index, int argc, char **argv, struct opt_val *vals)
+{
+	char err[1024];
+	enum log_level level;
+	log_init(prog, LOG_INFO, true);
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			opts_help(stdout, usage, defs, n);
+			exit(0);
+		}
+	if (!opts_parse(defs, n, argc - 1, argv + 1, vals, err, sizeof err)) {
+		log_error("%s (see %s --help)", err, prog);
+		return 2;
+	}
+	if (!log_level_parse(vals[log_level_index].str, &level)) {
+		log_error("--log-level: \"%s\" is not one of error, warn, info, debug",
+		          vals[log_level_index].str);
+		return 2;
+	}
+	log_init(prog, level, true);
+	return 0;
 }

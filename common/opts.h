@@ -49,4 +49,13 @@ bool opts_parse(const struct opt_def *defs, size_t n, int argc, char **argv, str
 /* Prints "usage" then one line per option, generated from the table. */
 void opts_help(FILE *out, const char *usage, const struct opt_def *defs, size_t n);
 
+/*
+ * The start of a daemon's main: "--help" prints the help and exits 0; then
+ * the options are parsed and the "log-level" option (its index in defs) sets
+ * logging with timestamps. Returns 0 to go on, or the exit status (2, after
+ * one line on stderr) for a command line that cannot work.
+ */
+int opts_daemon(const char *prog, const char *usage, const struct opt_def *defs, size_t n,
+                size_t log_level_index, int argc, char **argv, struct opt_val *vals);
+
 #endif
