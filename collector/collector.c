@@ -436,7 +436,13 @@ bool collector_flush(struct collector *c)
 			return true;
 		uint64_t before = c->stats.written;
 		if (!send_batch(c, c->batch.buf, c->batch.len, err, sizeof err)) {
-			log_warn("could not write %zu samples: %s", rows, err);
+			if (PQstatus(c->db) == CONNECTION_OK)
+				/* The database is there and refused them: a grant, a constraint. */
+				log_error("the database refused %zu samples: %s; they go to the "
+				          "spool and are tried again on every flush",
+				          rows, err);
+			else
+				log_warn("could not write %zu samples: %s", rows, err);
 			disconnect(c);
 			goto spool_it;
 		}

@@ -28,7 +28,7 @@
 
 struct fx {
 	struct testdb db;
-	struct api_proc api;
+	struct api_proc api, api2; /* api2: a second process sharing the rollup work */
 	char admin[KEY_LEN + 1], acct[KEY_LEN + 1], other[KEY_LEN + 1], revoked[KEY_LEN + 1];
 	char pgdir[96], tmp[64];
 };
@@ -80,6 +80,8 @@ static int teardown(void **state)
 	struct fx *f = *state;
 	if (f->api.pid)
 		api_stop(&f->api);
+	if (f->api2.pid)
+		api_stop(&f->api2);
 	testdb_drop(&f->db);
 	if (f->pgdir[0]) {
 		char line[512];
@@ -535,7 +537,7 @@ static enum meter_status add_expected(void *ctx, const struct meter_interval *iv
 	return meter_usage_add_interval(&e->hour[i], e->size, iv);
 }
 
-static void usage_from_rollups_equals_rating_the_raw_samples(void **state)
+static void usage_from_two_processes_rollups_equals_rating_the_raw_samples(void **state)
 {
 	struct fx *f = *state;
 	seed(f);
@@ -562,6 +564,8 @@ static void usage_from_rollups_equals_rating_the_raw_samples(void **state)
 		         "INSERT INTO rollup_queue VALUES ('gen-%d', '-infinity', now())", i);
 		sql(f, q);
 	}
+	/* Two meter-api processes, two rollup workers taking marks from one queue. */
+	assert_true(api_start(&f->api2, METER_API_BIN, f->db.url, "--log-level=info"));
 	/* Three waves: every other sample, then the rest late and shuffled, then duplicates. */
 	for (int wave = 0; wave < 3; wave++) {
 		for (int i = 0; i < NSB; i++) {
@@ -876,8 +880,9 @@ int main(void)
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(concurrent_registrations_admit_exactly_the_limit,
 	                                        setup, teardown),
-	        cmocka_unit_test_setup_teardown(usage_from_rollups_equals_rating_the_raw_samples,
-	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                usage_from_two_processes_rollups_equals_rating_the_raw_samples, setup,
+	                teardown),
 	        cmocka_unit_test_setup_teardown(
 	                rollups_match_the_raw_rating_around_stops_and_overlaps, setup, teardown),
 	        cmocka_unit_test_setup_teardown(spent_trials_and_reached_caps_refuse_new_sandboxes,
