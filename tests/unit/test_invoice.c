@@ -1,0 +1,151 @@
+/* Invoice lines from exact quantities, and the JSON and CSV renderers (golden files). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "meter/invoice.h"
+#include "meter/timefmt.h"
+#include "reports/invoice.h"
+
+#define H INT64_C(3600000000) /* an hour in µs */
+
+static struct meter_plan plan(int64_t id, const char *name, meter_money cpu, meter_money mem)
+{
+	struct meter_plan p = {
+	        .id = id, .cpu_vcpu_hour = cpu, .memory_gib_hour = mem, .cpu_floor_ppm = 25000};
+	snprintf(p.name, sizeof p.name, "%s", name);
+	meter_time_parse("2026-09-25T00:00:00Z", &p.effective_from_us);
+	return p;
+}
+
+/* 300 runs of 6 minutes, 2 vCPU, 4 GiB, 0.5 vCPU busy: 15 vCPU-hours, 120 GiB-hours. */
+static struct meter_usage worked_example(void)
+{
+	return (struct meter_usage){.cpu_measured_us = 15 * H,
+	                            .cpu_billed_us = 15 * H,
+	                            .busy_us = 30 * H,
+	                            .wall_us = 30 * H,
+	                            .mem_mgib_us = 4000 * 30 * H};
+}
+
+static char *slurp(const char *name)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/tests/data/%s", METER_SOURCE_DIR, name);
+	FILE *f = fopen(path, "rb");
+	if (f == NULL)
+		fail_msg("missing golden file %s", path);
+	static char buf[65536];
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return buf;
+}
+
+static void the_worked_example_invoice_is_1_28_never_1_27(void **state)
+{
+	(void)state;
+	struct meter_plan p = plan(1, "default", 25000000, 7500000);
+	struct meter_plan_usage u = {.plan = &p, .used = worked_example()};
+	struct meter_invoice inv;
+	assert_int_equal(meter_invoice_build(&u, 1, &inv), METER_OK);
+	assert_int_equal(inv.n, 2);
+	assert_int_equal(inv.lines[0].amount, INT64_C(375000000));
+	assert_int_equal(inv.lines[1].amount, INT64_C(900000000));
+	assert_int_equal(inv.total, INT64_C(1275000000));
+
+	struct invoice_meta m = {
+	        .account_id = "acme", .account_name = "Acme, \"the\" company", .status = "draft"};
+	meter_time_parse("2026-10-01T00:00:00Z", &m.month_start_us);
+	cJSON *j = report_invoice_json(&m, &inv);
+	char *text = cJSON_Print(j);
+	assert_string_equal(text, slurp("invoice_worked_example.json"));
+	cJSON_free(text);
+	cJSON_Delete(j);
+	char *csv = report_invoice_csv(&m, &inv);
+	assert_string_equal(csv, slurp("invoice_worked_example.csv"));
+	free(csv);
+}
+
+static void a_price_change_gives_a_line_per_price(void **state)
+{
+	(void)state;
+	struct meter_plan a = plan(1, "default", 25000000, 7500000);
+	struct meter_plan b = plan(2, "dearer, from the 16th", 50000000, 7500000);
+	struct meter_plan_usage u[2] = {
+	        {.plan = &a,
+	         .used = {.cpu_billed_us = 10 * H,
+	                  .wall_us = 10 * H,
+	                  .mem_mgib_us = 1000 * 10 * H}},
+	        {.plan = &b,
+	         .used = {.cpu_billed_us = 4 * H, .wall_us = 4 * H, .mem_mgib_us = 1000 * 4 * H}},
+	};
+	struct meter_invoice inv;
+	assert_int_equal(meter_invoice_build(u, 2, &inv), METER_OK);
+	assert_int_equal(inv.n, 4);
+	assert_ptr_equal(inv.lines[0].plan, &a);
+	assert_int_equal(inv.lines[0].amount, INT64_C(250000000)); /* 10 h x 0.025 */
+	assert_ptr_equal(inv.lines[2].plan, &b);
+	assert_int_equal(inv.lines[2].amount, INT64_C(200000000)); /* 4 h x 0.05 */
+	assert_int_equal(inv.total, INT64_C(250000000) + 75000000 + 200000000 + 30000000);
+	/* a plan name with a comma and quotes stays one CSV field */
+	struct invoice_meta m = {.account_id = "x", .account_name = "x", .status = "draft"};
+	char *csv = report_invoice_csv(&m, &inv);
+	assert_non_null(strstr(
+	        csv, "\"Memory, provisioned (plan dearer, from the 16th, $0.0075 per GiB-hour)\""));
+	free(csv);
+}
+
+static void the_trial_is_billed_then_credited_to_the_nano_dollar(void **state)
+{
+	(void)state;
+	struct meter_plan p = plan(1, "default", 25000000, 7500000);
+	struct meter_plan_usage u = {.plan = &p, .used = worked_example()};
+	u.covered = u.used; /* all of it inside the grant */
+	struct meter_invoice inv;
+	assert_int_equal(meter_invoice_build(&u, 1, &inv), METER_OK);
+	assert_int_equal(inv.n, 3);
+	assert_int_equal(inv.lines[2].kind, METER_LINE_TRIAL);
+	assert_int_equal(inv.lines[2].amount, -INT64_C(1275000000));
+	assert_int_equal(inv.lines[2].quantity, 30 * H);
+	assert_int_equal(inv.total, 0);
+	/* half of it covered */
+	u.covered = (struct meter_usage){
+	        .cpu_billed_us = 15 * H / 2, .wall_us = 15 * H, .mem_mgib_us = 4000 * 15 * H};
+	assert_int_equal(meter_invoice_build(&u, 1, &inv), METER_OK);
+	assert_int_equal(inv.lines[2].amount, -INT64_C(637500000));
+	assert_int_equal(inv.total, INT64_C(637500000));
+	/* nothing used, nothing billed: no lines at all */
+	struct meter_plan_usage none = {.plan = &p};
+	assert_int_equal(meter_invoice_build(&none, 1, &inv), METER_OK);
+	assert_int_equal(inv.n, 0);
+	assert_int_equal(inv.total, 0);
+}
+
+static void covering_more_than_was_used_is_refused(void **state)
+{
+	(void)state;
+	struct meter_plan p = plan(1, "default", 25000000, 7500000);
+	struct meter_plan_usage u = {.plan = &p, .used = worked_example()};
+	u.covered = u.used;
+	u.covered.wall_us++;
+	struct meter_invoice inv = {.total = 42};
+	assert_int_equal(meter_invoice_build(&u, 1, &inv), METER_EINVAL);
+	assert_int_equal(inv.total, 42);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(the_worked_example_invoice_is_1_28_never_1_27),
+	        cmocka_unit_test(a_price_change_gives_a_line_per_price),
+	        cmocka_unit_test(the_trial_is_billed_then_credited_to_the_nano_dollar),
+	        cmocka_unit_test(covering_more_than_was_used_is_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
