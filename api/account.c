@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "api/plancache.h"
+#include "common/month.h"
 #include "api/queries.h"
 #include "common/plans.h"
 #include "meter/checked.h"
@@ -71,37 +72,6 @@ static int64_t now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* Reads sums of a row (6 columns from col) into u. */
-static bool sums(const PGresult *res, int row, int col, struct meter_usage *u)
-{
-	return col_int(res, row, col, &u->cpu_measured_us) &&
-	       col_int(res, row, col + 1, &u->cpu_billed_us) &&
-	       col_int(res, row, col + 2, &u->busy_us) && col_int(res, row, col + 3, &u->idle_us) &&
-	       col_int(res, row, col + 4, &u->wall_us) &&
-	       col_int(res, row, col + 5, &u->mem_mgib_us);
-}
-
-/* Usage per plan, so each plan's cost is computed once. */
-struct per_plan {
-	int64_t plan_id;
-	struct meter_usage u;
-};
-
-static bool add_to_plan(struct per_plan *pp, size_t *n, size_t cap, int64_t plan,
-                        const struct meter_usage *u)
-{
-	size_t i = 0;
-	while (i < *n && pp[i].plan_id != plan)
-		i++;
-	if (i == *n) {
-		if (*n == cap)
-			return false;
-		pp[i] = (struct per_plan){.plan_id = plan};
-		(*n)++;
-	}
-	return meter_usage_add(&pp[i].u, u) == METER_OK;
-}
-
 static bool sub_usage(struct meter_usage *a, const struct meter_usage *b)
 {
 	return ck_sub(a->cpu_measured_us, b->cpu_measured_us, &a->cpu_measured_us) &&
@@ -110,61 +80,6 @@ static bool sub_usage(struct meter_usage *a, const struct meter_usage *b)
 	       ck_sub(a->idle_us, b->idle_us, &a->idle_us) &&
 	       ck_sub(a->wall_us, b->wall_us, &a->wall_us) &&
 	       ck_sub(a->mem_mgib_us, b->mem_mgib_us, &a->mem_mgib_us);
-}
-
-/*
- * The share of this month's usage the trial grant covers: hours in order, from
- * the month's start, until left is spent. Pages through the hours (a few at
- * first, more each time), so an account whose grant runs out early in a busy
- * month reads only its first hours.
- */
-static bool covered_this_month(struct req *r, PGconn *c, const struct account_state *s,
-                               int64_t left, struct per_plan *cov, size_t *ncov)
-{
-	char from[24], to[24], limit[16];
-	int64_t cursor = s->month_start_us, page = 8;
-	snprintf(to, sizeof to, "%lld", (long long)meter_month_next(s->month_start_us));
-	while (left > 0) {
-		snprintf(from, sizeof from, "%lld", (long long)cursor);
-		snprintf(limit, sizeof limit, "%lld", (long long)page);
-		const char *params[] = {s->a.id, from, to, limit};
-		PGresult *res = q_exec(c, Q_MONTH_HOURS, 4, params);
-		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-			reply_db_error(r, "could not read usage", res);
-			PQclear(res);
-			return false;
-		}
-		int n = PQntuples(res), last_hour_rows = 0;
-		int64_t last_hour = cursor;
-		/* A page may end inside an hour: take whole hours only, unless the page is one
-		 * hour. */
-		if (n == page) {
-			int64_t h;
-			col_int(res, n - 1, 0, &last_hour);
-			for (int i = n - 1; i >= 0 && col_int(res, i, 0, &h) && h == last_hour; i--)
-				last_hour_rows++;
-		}
-		int take = n == page && last_hour_rows < n ? n - last_hour_rows : n;
-		for (int i = 0; i < take && left > 0; i++) {
-			struct meter_usage u = {0}, part = {0};
-			int64_t plan, hour;
-			if (!col_int(res, i, 0, &hour) || !col_int(res, i, 1, &plan) ||
-			    !sums(res, i, 2, &u) ||
-			    meter_trial_cover_usage(&left, &u, &part) != METER_OK ||
-			    !add_to_plan(cov, ncov, 16, plan, &part)) {
-				PQclear(res);
-				reply_problemf(r, 500, "internal", "Internal error",
-				               "the trial's share of the month cannot be summed");
-				return false;
-			}
-			cursor = hour + 1;
-		}
-		PQclear(res);
-		if (n < page)
-			break; /* no more hours */
-		page *= 4;
-	}
-	return true;
 }
 
 bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
@@ -207,7 +122,7 @@ bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
 		reply_db_error(r, "could not read price plans", NULL);
 		goto out;
 	}
-	struct per_plan month_pp[16], cov[16];
+	struct plan_sum month_pp[MONTH_PLANS_MAX], cov[MONTH_PLANS_MAX];
 	size_t nmonth = 0, ncov = 0;
 	int64_t month_wall = 0;
 	/* The month's sums came along as "plan a b c d e f;plan ..." */
@@ -228,7 +143,7 @@ bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
 		                        .wall_us = v[5],
 		                        .mem_mgib_us = v[6]};
 		if (k != 7 || !ck_add(month_wall, u.wall_us, &month_wall) ||
-		    !add_to_plan(month_pp, &nmonth, 16, v[0], &u)) {
+		    !plan_sum_add(month_pp, &nmonth, MONTH_PLANS_MAX, v[0], &u)) {
 			reply_problemf(r, 500, "internal", "Internal error",
 			               "usage of the month cannot be summed");
 			goto out;
@@ -241,7 +156,9 @@ bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
 		/* the grant covers all of the month: nothing to pay */
 		for (size_t i = 0; i < nmonth; i++)
 			cov[ncov++] = month_pp[i];
-	} else if (left > 0 && !covered_this_month(r, c, s, left, cov, &ncov)) {
+	} else if (left > 0 && !month_trial_cover(c, s->a.id, s->month_start_us, &left, cov, &ncov,
+	                                          err, sizeof err)) {
+		reply_db_error(r, err, NULL);
 		goto out;
 	}
 	for (size_t i = 0; i < nmonth; i++) {

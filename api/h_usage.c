@@ -7,7 +7,9 @@
 #include "api/plancache.h"
 #include "api/queries.h"
 #include "api/routes.h"
+#include "common/month.h"
 #include "common/plans.h"
+#include "reports/invoice.h"
 #include "meter/checked.h"
 #include "meter/decimal.h"
 #include "meter/rating.h"
@@ -225,4 +227,72 @@ void h_trial(struct req *r)
 	                              s.running > 0);
 	cJSON_AddNumberToObject(o, "running", (double)s.running);
 	reply_json(r, 200, o);
+}
+
+/* ---- invoices ---- */
+
+void h_invoice(struct req *r)
+{
+	static const struct in_field f[] = {{"format", IN_ENUM, 0, 0, 0, false, "json|csv"}};
+	static const struct in_field mf[] = {{"month", IN_MONTH, 0, 0, 0, true, NULL}};
+	struct in_value v[1], mv[1];
+	struct problem p;
+	const char *id = r->param[0];
+	const struct in_arg month_arg = {"month", r->param[1]};
+	if (!in_query(&month_arg, 1, mf, 1, mv, &p) || !in_query(r->args, r->nargs, f, 1, v, &p)) {
+		reply_problem(r, &p);
+		return;
+	}
+	if (!req_may_see(r, id))
+		return;
+	PGconn *c = req_db(r);
+	struct meter_plan *plans = NULL;
+	size_t nplans = 0;
+	if (c == NULL)
+		return;
+	const char *params[] = {id};
+	PGresult *acc = q_exec(c, Q_ACCOUNT, 1, params);
+	struct month_usage mu;
+	struct meter_invoice inv;
+	char err[256], asof[METER_TIME_BUF];
+	if (PQresultStatus(acc) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not read the account", acc);
+		goto out;
+	}
+	if (PQntuples(acc) != 1) {
+		reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found", id);
+		goto out;
+	}
+	if (!data_as_of(r, c, id, asof, sizeof asof) || !load_plans(r, c, &plans, &nplans))
+		goto out;
+	if (!month_usage_load(c, id, mv[0].num, plans, nplans, &mu, err, sizeof err)) {
+		reply_db_error(r, err, NULL);
+		goto out;
+	}
+	if (meter_invoice_build(mu.plans, mu.n, &inv) != METER_OK) {
+		reply_problemf(r, 500, "internal", "Internal error",
+		               "the invoice cannot be computed");
+		goto out;
+	}
+	/* Every invoice is a draft, recomputed from the rollups, until finalisation lands. */
+	struct invoice_meta m = {.account_id = id,
+	                         .account_name = PQgetvalue(acc, 0, 1),
+	                         .month_start_us = mv[0].num,
+	                         .status = "draft"};
+	if (v[0].set && strcmp(v[0].text, "csv") == 0) {
+		char *csv = report_invoice_csv(&m, &inv);
+		if (csv)
+			reply_text(r, 200, "text/csv; charset=utf-8", csv, strlen(csv));
+		else
+			reply_problemf(r, 500, "internal", "Internal error", "out of memory");
+		free(csv);
+	} else {
+		cJSON *o = report_invoice_json(&m, &inv);
+		if (o)
+			cJSON_AddStringToObject(o, "data_as_of", asof);
+		reply_json(r, 200, o);
+	}
+out:
+	free(plans);
+	PQclear(acc);
 }

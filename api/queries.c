@@ -44,12 +44,6 @@ static const char *const sql[Q_COUNT] = {
                                   "  FROM account_month m WHERE m.account_id = a.id "
                                   "  AND m.month = (" TS("$2") " AT TIME ZONE 'UTC')::date) "
                                                                "FROM accounts a WHERE id = $1",
-        [Q_MONTH_HOURS] = "SELECT " US(
-                "hour") ", price_plan_id, " SUMS " FROM usage_hourly "
-                        "WHERE account_id = $1 AND hour >= " TS("$2") " AND hour < " TS(
-                                "$3") " "
-                                      "GROUP BY hour, price_plan_id ORDER BY hour, price_plan_id "
-                                      "LIMIT $4",
         [Q_SANDBOX] = "SELECT " SANDBOX_COLS " FROM sandboxes WHERE id = $1",
         [Q_SANDBOX_NEW] =
                 "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) "

@@ -17,7 +17,6 @@ enum query {
 	Q_ACCOUNT_LOCK, /* id -> the account, locked FOR UPDATE */
 	Q_ACCOUNT_NEW,  /* id, name, plan, cap -> the account */
 	Q_STATE, /* account, month start µs -> account, running, wall µs before, the month's sums */
-	Q_MONTH_HOURS,  /* account, from, to (µs), n -> first n sums per hour and plan, in order */
 	Q_SANDBOX,      /* id -> the sandbox */
 	Q_SANDBOX_NEW,  /* id, account, vcpus, memory, started µs -> the sandbox */
 	Q_SANDBOX_STOP, /* id, stopped µs -> the sandbox, when it was running */

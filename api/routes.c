@@ -12,6 +12,7 @@ const struct route routes[] = {
         {"GET", "/v1/accounts/{id}", AUTH_ANY, h_account_get},
         {"GET", "/v1/accounts/{id}/usage", AUTH_ANY, h_usage},
         {"GET", "/v1/accounts/{id}/trial", AUTH_ANY, h_trial},
+        {"GET", "/v1/accounts/{id}/invoices/{month}", AUTH_ANY, h_invoice},
         {"POST", "/v1/sandboxes", AUTH_ADMIN, h_sandbox_new},
         {"GET", "/v1/sandboxes/{id}", AUTH_ANY, h_sandbox_get},
         {"POST", "/v1/sandboxes/{id}/stop", AUTH_ADMIN, h_sandbox_stop},

@@ -17,12 +17,15 @@
 #include "common/db.h"
 #include "common/keys.h"
 #include "common/log.h"
+#include "common/month.h"
 #include "common/opts.h"
 #include "common/plans.h"
 #include "meter/estimate.h"
 #include "meter/plan.h"
 #include "migrations/migrate.h"
 #include "reports/estimate.h"
+#include "reports/invoice.h"
+#include "meter/timefmt.h"
 
 #define EXIT_USAGE 2
 #define ERRLEN     1024
@@ -233,6 +236,74 @@ static int run_estimate(const struct opt_val *v)
 	return 0;
 }
 
+/* ---- invoice ---- */
+
+static const struct opt_def invoice_opts[] = {
+        {"account", OPT_STRING, 0, 0, 0, NULL, NULL, true, "the account"},
+        {"month", OPT_STRING, 0, 0, 0, NULL, NULL, true, "the month, YYYY-MM (UTC)"},
+        {"format", OPT_STRING, 0, 0, 0, "json", NULL, false, "json or csv"},
+};
+
+static int run_invoice(const struct opt_val *v)
+{
+	char err[ERRLEN], full[32];
+	int64_t month;
+	const char *fmt = v[2].str;
+	if (strlen(v[1].str) != 7 || v[1].str[4] != '-' ||
+	    (snprintf(full, sizeof full, "%s-01T00:00:00Z", v[1].str),
+	     meter_time_parse(full, &month) != METER_OK)) {
+		log_error("invoice: --month: \"%s\" is not a month as YYYY-MM", v[1].str);
+		return EXIT_USAGE;
+	}
+	if (strcmp(fmt, "json") != 0 && strcmp(fmt, "csv") != 0) {
+		log_error("invoice: --format: \"%s\" is not json or csv", fmt);
+		return EXIT_USAGE;
+	}
+	PGconn *c = connect_or_log();
+	if (c == NULL)
+		return 1;
+	struct meter_plan *plans = NULL;
+	size_t nplans = 0;
+	struct month_usage mu;
+	struct meter_invoice inv;
+	int rc = 1;
+	const char *params[] = {v[0].str};
+	PGresult *acc = PQexecParams(c, "SELECT name FROM accounts WHERE id = $1", 1, NULL, params,
+	                             NULL, NULL, 0);
+	if (!db_check(acc, PGRES_TUPLES_OK, "could not read the account", err, sizeof err) ||
+	    !plans_load(c, &plans, &nplans, err, sizeof err) ||
+	    !month_usage_load(c, v[0].str, month, plans, nplans, &mu, err, sizeof err)) {
+		log_error("%s", err);
+		goto out;
+	}
+	if (PQntuples(acc) != 1 || !mu.found) {
+		log_error("invoice: account \"%s\" does not exist", v[0].str);
+		goto out;
+	}
+	if (meter_invoice_build(mu.plans, mu.n, &inv) != METER_OK) {
+		log_error("invoice: the invoice of %s cannot be computed", v[1].str);
+		goto out;
+	}
+	struct invoice_meta m = {.account_id = v[0].str,
+	                         .account_name = PQgetvalue(acc, 0, 0),
+	                         .month_start_us = month,
+	                         .status = "draft"};
+	if (strcmp(fmt, "csv") == 0) {
+		char *csv = report_invoice_csv(&m, &inv);
+		if (csv)
+			fputs(csv, stdout);
+		rc = csv ? 0 : 1;
+		free(csv);
+	} else {
+		rc = print_json(report_invoice_json(&m, &inv));
+	}
+out:
+	free(plans);
+	PQclear(acc);
+	PQfinish(c);
+	return rc;
+}
+
 static const struct verb verbs[] = {
         {"migrate", "usage: meter migrate [--dir DIR]\napplies the migrations not yet applied",
          migrate_opts, NOPTS(migrate_opts), run_migrate},
@@ -242,6 +313,10 @@ static const struct verb verbs[] = {
          "usage: meter rates --vcpus N --memory-gib N [--json]\n"
          "the busy and idle price of one hour of a sandbox",
          rates_opts, NOPTS(rates_opts), run_rates},
+        {"invoice",
+         "usage: meter invoice --account ID --month YYYY-MM [--format json|csv]\n"
+         "the invoice of a month (a draft, from the rollups)",
+         invoice_opts, NOPTS(invoice_opts), run_invoice},
         {"estimate",
          "usage: meter estimate --runs N --minutes N --vcpus N --memory-gib N --busy-vcpus N "
          "[--json]\nthe monthly cost of runs of a sandbox, line by line",

@@ -765,6 +765,58 @@ static void rollups_match_the_raw_rating_around_stops_and_overlaps(void **state)
 	same_as_raw(f, "st", "2026-10-05T04:00:00Z", "2026-10-05T04:55:00Z", st2, 3);
 }
 
+static void the_worked_example_as_real_usage_invoices_1_28(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	/* acme, paid, trial spent: 300 runs of 6 minutes of 2 vCPU, 4 GiB at 0.5 vCPU busy,
+	 * sampled every 10 s, in October 2026 */
+	sql(f, "UPDATE accounts SET trial_grant_seconds = 0 WHERE id = 'acme'");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	       "SELECT 'run-' || i, 'acme', 2, 4, t, t + interval '6 minutes' FROM ("
+	       "  SELECT i, '2026-10-01T00:00:00Z'::timestamptz + i * interval '2 hours' t "
+	       "  FROM generate_series(1, 300) i) x");
+	sql(f,
+	    "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) "
+	    "SELECT 'run-' || i, 1, '2026-10-01T00:00:00Z'::timestamptz + i * interval '2 hours' "
+	    "  + k * interval '10 seconds', 'gen', k * 5000000 "
+	    "FROM generate_series(1, 300) i, generate_series(1, 36) k");
+	wait_rollups(f);
+	struct http_res r = call(f, "GET", "/v1/accounts/acme/invoices/2026-10", f->acct, NULL);
+	assert_int_equal(r.status, 200);
+	cJSON *o = http_json(&r);
+	assert_string_equal(str(o, "total"), "1.28");
+	assert_string_equal(str(o, "total_exact"), "1.275");
+	assert_string_equal(str(o, "status"), "draft");
+	cJSON *lines = cJSON_GetObjectItem(o, "lines");
+	assert_int_equal(cJSON_GetArraySize(lines), 2);
+	assert_string_equal(str(cJSON_GetArrayItem(lines, 0), "quantity"), "15");
+	assert_string_equal(str(cJSON_GetArrayItem(lines, 0), "amount"), "0.38");
+	assert_string_equal(str(cJSON_GetArrayItem(lines, 1), "quantity"), "120");
+	assert_string_equal(str(cJSON_GetArrayItem(lines, 1), "amount"), "0.90");
+	cJSON_Delete(o);
+	http_free(&r);
+	r = call(f, "GET", "/v1/accounts/acme/invoices/2026-10?format=csv", f->acct, NULL);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.type, "text/csv; charset=utf-8");
+	assert_non_null(strstr(r.body, "\r\ntotal,,,,,1.28,1.275\r\n"));
+	http_free(&r);
+	r = call(f, "GET", "/v1/accounts/other/invoices/2026-10", f->acct, NULL);
+	assert_int_equal(r.status, 404);
+	http_free(&r);
+	r = call(f, "GET", "/v1/accounts/acme/invoices/2026-13", f->acct, NULL);
+	assert_int_equal(r.status, 400);
+	http_free(&r);
+	/* the CLI says the same */
+	struct run_result *rr = malloc(sizeof *rr);
+	const char *argv[] = {METER_BIN, "invoice",  "--account", "acme", "--month",
+	                      "2026-10", "--format", "csv",       NULL};
+	run_program(argv, f->db.url, rr);
+	assert_int_equal(rr->status, 0);
+	assert_non_null(strstr(rr->out, "total,,,,,1.28,1.275"));
+	free(rr);
+}
+
 static void spent_trials_and_reached_caps_refuse_new_sandboxes(void **state)
 {
 	struct fx *f = *state;
@@ -885,6 +937,8 @@ int main(void)
 	                teardown),
 	        cmocka_unit_test_setup_teardown(
 	                rollups_match_the_raw_rating_around_stops_and_overlaps, setup, teardown),
+	        cmocka_unit_test_setup_teardown(the_worked_example_as_real_usage_invoices_1_28,
+	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(spent_trials_and_reached_caps_refuse_new_sandboxes,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(postgres_stopped_and_started_under_the_api, setup,
