@@ -2,11 +2,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api/account.h"
 #include "api/plancache.h"
 #include "api/queries.h"
 #include "api/routes.h"
+#include "common/invoicedb.h"
 #include "common/month.h"
 #include "common/plans.h"
 #include "reports/invoice.h"
@@ -231,6 +233,13 @@ void h_trial(struct req *r)
 
 /* ---- invoices ---- */
 
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 void h_invoice(struct req *r)
 {
 	static const struct in_field f[] = {{"format", IN_ENUM, 0, 0, 0, false, "json|csv"}};
@@ -248,51 +257,32 @@ void h_invoice(struct req *r)
 	PGconn *c = req_db(r);
 	struct meter_plan *plans = NULL;
 	size_t nplans = 0;
-	if (c == NULL)
-		return;
-	const char *params[] = {id};
-	PGresult *acc = q_exec(c, Q_ACCOUNT, 1, params);
-	struct month_usage mu;
-	struct meter_invoice inv;
+	struct invoice_doc doc = {0};
 	char err[256], asof[METER_TIME_BUF];
-	if (PQresultStatus(acc) != PGRES_TUPLES_OK) {
-		reply_db_error(r, "could not read the account", acc);
+	if (c == NULL || !data_as_of(r, c, id, asof, sizeof asof) ||
+	    !load_plans(r, c, &plans, &nplans))
 		goto out;
-	}
-	if (PQntuples(acc) != 1) {
-		reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found", id);
-		goto out;
-	}
-	if (!data_as_of(r, c, id, asof, sizeof asof) || !load_plans(r, c, &plans, &nplans))
-		goto out;
-	if (!month_usage_load(c, id, mv[0].num, plans, nplans, &mu, err, sizeof err)) {
+	if (!invoice_get(c, id, mv[0].num, now_us(), server_invoice_grace(r->srv), plans, nplans,
+	                 &doc, err, sizeof err)) {
 		reply_db_error(r, err, NULL);
 		goto out;
 	}
-	if (meter_invoice_build(mu.plans, mu.n, &inv) != METER_OK) {
-		reply_problemf(r, 500, "internal", "Internal error",
-		               "the invoice cannot be computed");
+	if (!doc.found) {
+		reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found", id);
 		goto out;
 	}
-	/* Every invoice is a draft, recomputed from the rollups, until finalisation lands. */
-	struct invoice_meta m = {.account_id = id,
-	                         .account_name = PQgetvalue(acc, 0, 1),
-	                         .month_start_us = mv[0].num,
-	                         .status = "draft"};
 	if (v[0].set && strcmp(v[0].text, "csv") == 0) {
-		char *csv = report_invoice_csv(&m, &inv);
-		if (csv)
-			reply_text(r, 200, "text/csv; charset=utf-8", csv, strlen(csv));
-		else
-			reply_problemf(r, 500, "internal", "Internal error", "out of memory");
-		free(csv);
+		reply_text(r, 200, "text/csv; charset=utf-8", doc.csv, strlen(doc.csv));
+	} else if (doc.final) {
+		reply_text(r, 200, "application/json", doc.json, strlen(doc.json)); /* as stored */
 	} else {
-		cJSON *o = report_invoice_json(&m, &inv);
+		/* A draft says how fresh its figures are. */
+		cJSON *o = cJSON_Parse(doc.json);
 		if (o)
 			cJSON_AddStringToObject(o, "data_as_of", asof);
 		reply_json(r, 200, o);
 	}
 out:
+	invoice_doc_free(&doc);
 	free(plans);
-	PQclear(acc);
 }

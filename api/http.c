@@ -36,6 +36,11 @@ struct pool *server_pool(struct server *s)
 	return s->pool;
 }
 
+int64_t server_invoice_grace(struct server *s)
+{
+	return s->cfg.invoice_grace_us;
+}
+
 static void queue(struct req *r, unsigned status, const char *type, const char *body, size_t len)
 {
 	if (r->answered)

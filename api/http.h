@@ -36,12 +36,13 @@ struct route {
 };
 
 struct server_config {
-	const char *listen;  /* HOST:PORT */
-	const char *db_url;  /* NULL: common/db.h's choice */
-	unsigned threads;    /* request threads */
-	unsigned pool_size;  /* database connections */
-	unsigned conn_limit; /* open HTTP connections */
-	unsigned timeout_s;  /* idle connection timeout */
+	const char *listen;       /* HOST:PORT */
+	const char *db_url;       /* NULL: common/db.h's choice */
+	unsigned threads;         /* request threads */
+	unsigned pool_size;       /* database connections */
+	unsigned conn_limit;      /* open HTTP connections */
+	unsigned timeout_s;       /* idle connection timeout */
+	int64_t invoice_grace_us; /* after a month ends, before its invoice is final */
 };
 
 struct server;
@@ -77,6 +78,7 @@ struct req {
 struct server *server_start(const struct server_config *cfg, char *err, size_t errlen);
 void server_stop(struct server *s);
 struct pool *server_pool(struct server *s);
+int64_t server_invoice_grace(struct server *s);
 
 /* A database connection for this request (kept until it completes); NULL after answering 503. */
 PGconn *req_db(struct req *r);

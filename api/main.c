@@ -14,14 +14,30 @@
 
 #include "api/http.h"
 #include "api/rollup.h"
+#include "common/invoicedb.h"
 #include "common/log.h"
 #include "common/opts.h"
 
-enum { O_LISTEN, O_THREADS, O_POOL, O_CONNS, O_TIMEOUT, O_ROLLUP, O_ROLLUP_MS, O_LOG, O_HELP, O_N };
+enum {
+	O_LISTEN,
+	O_GRACE,
+	O_THREADS,
+	O_POOL,
+	O_CONNS,
+	O_TIMEOUT,
+	O_ROLLUP,
+	O_ROLLUP_MS,
+	O_LOG,
+	O_HELP,
+	O_N
+};
 
 static const struct opt_def opts[O_N] = {
         [O_LISTEN] = {"listen", OPT_STRING, 0, 0, 0, "127.0.0.1:8080", "METER_LISTEN", false,
                       "HOST:PORT to serve HTTP on (IPv4)"},
+        [O_GRACE] = {"invoice-grace", OPT_DURATION, 0, 0, INT64_C(7776000000000),
+                     INVOICE_GRACE_DEFAULT, "METER_INVOICE_GRACE", false,
+                     "time after a month ends before its invoice is final"},
         [O_THREADS] = {"threads", OPT_DECIMAL, 0, 1, 256, "8", "METER_THREADS", false,
                        "request threads"},
         [O_POOL] = {"db-pool", OPT_DECIMAL, 0, 1, 256, "8", "METER_DB_POOL", false,
@@ -68,6 +84,7 @@ int main(int argc, char **argv)
 	        .pool_size = (unsigned)v[O_POOL].num,
 	        .conn_limit = (unsigned)v[O_CONNS].num,
 	        .timeout_s = (unsigned)v[O_TIMEOUT].num,
+	        .invoice_grace_us = v[O_GRACE].num,
 	};
 	struct server *s = server_start(&cfg, err, sizeof err);
 	if (s == NULL) {

@@ -17,14 +17,13 @@
 #include "common/db.h"
 #include "common/keys.h"
 #include "common/log.h"
-#include "common/month.h"
+#include "common/invoicedb.h"
 #include "common/opts.h"
 #include "common/plans.h"
 #include "meter/estimate.h"
 #include "meter/plan.h"
 #include "migrations/migrate.h"
 #include "reports/estimate.h"
-#include "reports/invoice.h"
 #include "meter/timefmt.h"
 
 #define EXIT_USAGE 2
@@ -242,6 +241,8 @@ static const struct opt_def invoice_opts[] = {
         {"account", OPT_STRING, 0, 0, 0, NULL, NULL, true, "the account"},
         {"month", OPT_STRING, 0, 0, 0, NULL, NULL, true, "the month, YYYY-MM (UTC)"},
         {"format", OPT_STRING, 0, 0, 0, "json", NULL, false, "json or csv"},
+        {"grace", OPT_DURATION, 0, 0, INT64_C(7776000000000), INVOICE_GRACE_DEFAULT,
+         "METER_INVOICE_GRACE", false, "time after a month ends before its invoice is final"},
 };
 
 static int run_invoice(const struct opt_val *v)
@@ -264,42 +265,23 @@ static int run_invoice(const struct opt_val *v)
 		return 1;
 	struct meter_plan *plans = NULL;
 	size_t nplans = 0;
-	struct month_usage mu;
-	struct meter_invoice inv;
+	struct invoice_doc doc = {0};
+	struct timespec ts;
 	int rc = 1;
-	const char *params[] = {v[0].str};
-	PGresult *acc = PQexecParams(c, "SELECT name FROM accounts WHERE id = $1", 1, NULL, params,
-	                             NULL, NULL, 0);
-	if (!db_check(acc, PGRES_TUPLES_OK, "could not read the account", err, sizeof err) ||
-	    !plans_load(c, &plans, &nplans, err, sizeof err) ||
-	    !month_usage_load(c, v[0].str, month, plans, nplans, &mu, err, sizeof err)) {
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (!plans_load(c, &plans, &nplans, err, sizeof err) ||
+	    !invoice_get(c, v[0].str, month, (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000,
+	                 v[3].num, plans, nplans, &doc, err, sizeof err)) {
 		log_error("%s", err);
-		goto out;
-	}
-	if (PQntuples(acc) != 1 || !mu.found) {
+	} else if (!doc.found) {
 		log_error("invoice: account \"%s\" does not exist", v[0].str);
-		goto out;
-	}
-	if (meter_invoice_build(mu.plans, mu.n, &inv) != METER_OK) {
-		log_error("invoice: the invoice of %s cannot be computed", v[1].str);
-		goto out;
-	}
-	struct invoice_meta m = {.account_id = v[0].str,
-	                         .account_name = PQgetvalue(acc, 0, 0),
-	                         .month_start_us = month,
-	                         .status = "draft"};
-	if (strcmp(fmt, "csv") == 0) {
-		char *csv = report_invoice_csv(&m, &inv);
-		if (csv)
-			fputs(csv, stdout);
-		rc = csv ? 0 : 1;
-		free(csv);
 	} else {
-		rc = print_json(report_invoice_json(&m, &inv));
+		printf("%s%s", strcmp(fmt, "csv") == 0 ? doc.csv : doc.json,
+		       strcmp(fmt, "csv") == 0 ? "" : "\n");
+		rc = 0;
 	}
-out:
+	invoice_doc_free(&doc);
 	free(plans);
-	PQclear(acc);
 	PQfinish(c);
 	return rc;
 }

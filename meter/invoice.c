@@ -71,3 +71,52 @@ enum meter_status meter_invoice_build(const struct meter_plan_usage *u, size_t n
 	*out = inv;
 	return METER_OK;
 }
+
+enum meter_status meter_invoice_adjust(struct meter_invoice *inv, int64_t for_month_us,
+                                       const struct meter_plan_usage *delta, size_t n)
+{
+	struct meter_invoice t = *inv;
+	enum meter_status st;
+	meter_money credit = 0;
+	int64_t covered_wall = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct meter_plan *p = delta[i].plan;
+		struct meter_invoice_line cpu = {.kind = METER_LINE_CPU,
+		                                 .plan = p,
+		                                 .quantity = delta[i].used.cpu_billed_us,
+		                                 .per_unit = METER_US_PER_HOUR,
+		                                 .unit_price = p->cpu_vcpu_hour,
+		                                 .for_month_us = for_month_us};
+		struct meter_invoice_line mem = {.kind = METER_LINE_MEMORY,
+		                                 .plan = p,
+		                                 .quantity = delta[i].used.mem_mgib_us,
+		                                 .per_unit = METER_US_PER_HOUR * METER_MILLI,
+		                                 .unit_price = p->memory_gib_hour,
+		                                 .for_month_us = for_month_us};
+		if ((st = meter_money_of(cpu.quantity, cpu.unit_price, cpu.per_unit,
+		                         &cpu.amount)) ||
+		    (st = meter_money_of(mem.quantity, mem.unit_price, mem.per_unit, &mem.amount)))
+			return st;
+		if (cpu.quantity && (st = add(&t, &cpu)))
+			return st;
+		if (mem.quantity && (st = add(&t, &mem)))
+			return st;
+		struct meter_cost c;
+		if ((st = meter_usage_cost(&delta[i].covered, p, &c)))
+			return st;
+		if (!ck_add(credit, c.total, &credit) ||
+		    !ck_add(covered_wall, delta[i].covered.wall_us, &covered_wall))
+			return METER_EOVERFLOW;
+	}
+	if (credit != 0 || covered_wall != 0) {
+		struct meter_invoice_line trial = {.kind = METER_LINE_TRIAL,
+		                                   .quantity = covered_wall,
+		                                   .per_unit = METER_US_PER_HOUR,
+		                                   .amount = -credit,
+		                                   .for_month_us = for_month_us};
+		if ((st = add(&t, &trial)))
+			return st;
+	}
+	*inv = t;
+	return METER_OK;
+}

@@ -34,6 +34,7 @@ struct meter_invoice_line {
 	int64_t per_unit;       /* quantity in one unit: 3.6e9 for an hour, 3.6e12 for a GiB-hour */
 	meter_money unit_price; /* per unit; 0 for the trial line */
 	meter_money amount;     /* exact, to the nano-dollar */
+	int64_t for_month_us;   /* 0, or the earlier month an adjustment line is for */
 };
 
 /* The month's usage under one plan, and the part the trial covered. */
@@ -57,5 +58,14 @@ struct meter_invoice {
  */
 enum meter_status meter_invoice_build(const struct meter_plan_usage *u, size_t n,
                                       struct meter_invoice *out);
+
+/*
+ * Appends the adjustment lines for usage of an earlier month (for_month_us)
+ * that arrived after its invoice was final: delta is what that month has now
+ * less what final invoices billed for it, per plan. Figures may be negative
+ * (a late sample can lower a clamped figure); zero figures give no line.
+ */
+enum meter_status meter_invoice_adjust(struct meter_invoice *inv, int64_t for_month_us,
+                                       const struct meter_plan_usage *delta, size_t n);
 
 #endif

@@ -16,8 +16,29 @@ void report_month(int64_t month_start_us, char *buf, size_t len)
 }
 
 /* What a line is, in words and units. */
+static void describe_plain(const struct meter_invoice_line *l, char *item, size_t ilen, char *desc,
+                           size_t dlen, const char **unit);
+
+/* Adjustment lines say which month their usage belongs to. */
 static void describe(const struct meter_invoice_line *l, char *item, size_t ilen, char *desc,
                      size_t dlen, const char **unit)
+{
+	char plain[256], month[16];
+	describe_plain(l, item, ilen, plain, sizeof plain, unit);
+	if (l->for_month_us == 0) {
+		snprintf(desc, dlen, "%s", plain);
+		return;
+	}
+	report_month(l->for_month_us, month, sizeof month);
+	size_t n = strlen(item);
+	snprintf(item + n, ilen - n, "_adjustment");
+	snprintf(desc, dlen,
+	         "Adjustment for %s, usage that arrived after its invoice was final: %s", month,
+	         plain);
+}
+
+static void describe_plain(const struct meter_invoice_line *l, char *item, size_t ilen, char *desc,
+                           size_t dlen, const char **unit)
 {
 	char price[METER_MONEY_BUF];
 	meter_decimal_format(l->unit_price, METER_MONEY_SCALE, 0, price, sizeof price);
@@ -51,7 +72,7 @@ static void quantity(const struct meter_invoice_line *l, char *buf, size_t len)
 
 cJSON *report_invoice_json(const struct invoice_meta *m, const struct meter_invoice *inv)
 {
-	char month[16], item[32], desc[256], q[METER_DECIMAL_BUF], a[METER_MONEY_BUF],
+	char month[16], item[48], desc[400], q[METER_DECIMAL_BUF], a[METER_MONEY_BUF],
 	        e[METER_MONEY_BUF], p[METER_MONEY_BUF];
 	const char *unit;
 	cJSON *o = cJSON_CreateObject();
@@ -82,6 +103,11 @@ cJSON *report_invoice_json(const struct invoice_meta *m, const struct meter_invo
 		if (l->plan) {
 			cJSON_AddStringToObject(x, "unit_price", p);
 			cJSON_AddStringToObject(x, "plan", l->plan->name);
+		}
+		if (l->for_month_us) {
+			char fm[16];
+			report_month(l->for_month_us, fm, sizeof fm);
+			cJSON_AddStringToObject(x, "for_month", fm);
 		}
 		cJSON_AddStringToObject(x, "amount", a);
 		cJSON_AddStringToObject(x, "amount_exact", e);
@@ -121,8 +147,8 @@ char *report_invoice_csv(const struct invoice_meta *m, const struct meter_invoic
 {
 	(void)m;
 	/* Every field at most doubles when quoted: a generous bound per row. */
-	char *buf = malloc((inv->n + 2) * 1200 + 1), *p = buf;
-	char item[32], desc[256], q[METER_DECIMAL_BUF], a[METER_MONEY_BUF], e[METER_MONEY_BUF],
+	char *buf = malloc((inv->n + 2) * 1600 + 1), *p = buf;
+	char item[48], desc[400], q[METER_DECIMAL_BUF], a[METER_MONEY_BUF], e[METER_MONEY_BUF],
 	        price[METER_MONEY_BUF];
 	const char *unit;
 	if (buf == NULL)

@@ -787,7 +787,7 @@ static void the_worked_example_as_real_usage_invoices_1_28(void **state)
 	cJSON *o = http_json(&r);
 	assert_string_equal(str(o, "total"), "1.28");
 	assert_string_equal(str(o, "total_exact"), "1.275");
-	assert_string_equal(str(o, "status"), "draft");
+	assert_string_equal(str(o, "status"), "final"); /* October is past its grace period */
 	cJSON *lines = cJSON_GetObjectItem(o, "lines");
 	assert_int_equal(cJSON_GetArraySize(lines), 2);
 	assert_string_equal(str(cJSON_GetArrayItem(lines, 0), "quantity"), "15");
@@ -815,6 +815,160 @@ static void the_worked_example_as_real_usage_invoices_1_28(void **state)
 	assert_int_equal(rr->status, 0);
 	assert_non_null(strstr(rr->out, "total,,,,,1.28,1.275"));
 	free(rr);
+}
+
+/* n runs of 6 minutes of 2 vCPU, 4 GiB at 0.5 vCPU, named prefix-i, from start every 2 hours. */
+static void runs(struct fx *f, const char *account, const char *prefix, int n, const char *start)
+{
+	char q[1024];
+	snprintf(
+	        q, sizeof q,
+	        "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	        "SELECT '%s' || i, '%s', 2, 4, t, t + interval '6 minutes' FROM ("
+	        "  SELECT i, '%s'::timestamptz + i * interval '2 hours' t "
+	        "  FROM generate_series(1, %d) i) x",
+	        prefix, account, start, n);
+	sql(f, q);
+	snprintf(q, sizeof q,
+	         "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) "
+	         "SELECT '%s' || i, 1, '%s'::timestamptz + i * interval '2 hours' "
+	         "  + k * interval '10 seconds', 'gen', k * 5000000 "
+	         "FROM generate_series(1, %d) i, generate_series(1, 36) k",
+	         prefix, start, n);
+	sql(f, q);
+	wait_rollups(f);
+}
+
+static void final_invoices_never_change_and_late_usage_is_adjusted_later(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	sql(f, "UPDATE accounts SET trial_grant_seconds = 0 WHERE id = 'acme'");
+	runs(f, "acme", "oct-", 10, "2026-10-01T00:00:00Z");
+	struct http_res r = call(f, "GET", "/v1/accounts/acme/invoices/2026-10", f->acct, NULL);
+	assert_int_equal(r.status, 200);
+	char *final_json = strdup(r.body);
+	cJSON *o = http_json(&r);
+	assert_string_equal(str(o, "status"), "final");
+	assert_string_equal(str(o, "total_exact"), "0.0425"); /* 10 runs: 0.0125 + 0.03 */
+	cJSON_Delete(o);
+	http_free(&r);
+	r = call(f, "GET", "/v1/accounts/acme/invoices/2026-10?format=csv", f->acct, NULL);
+	char *final_csv = strdup(r.body);
+	http_free(&r);
+
+	/* One more October run arrives late. */
+	runs(f, "acme", "late-", 1, "2026-10-20T00:00:00Z");
+	r = call(f, "GET", "/v1/accounts/acme/invoices/2026-10", f->acct, NULL);
+	assert_string_equal(r.body, final_json); /* byte for byte */
+	http_free(&r);
+	r = call(f, "GET", "/v1/accounts/acme/invoices/2026-10?format=csv", f->acct, NULL);
+	assert_string_equal(r.body, final_csv);
+	http_free(&r);
+	free(final_json);
+	free(final_csv);
+	/* It lands on November's draft, naming October. */
+	r = call(f, "GET", "/v1/accounts/acme/invoices/2026-11", f->acct, NULL);
+	o = http_json(&r);
+	assert_string_equal(str(o, "status"), "draft");
+	assert_string_equal(str(o, "total_exact"), "0.00425");
+	cJSON *l, *lines = cJSON_GetObjectItem(o, "lines");
+	assert_int_equal(cJSON_GetArraySize(lines), 2);
+	cJSON_ArrayForEach(l, lines) assert_string_equal(str(l, "for_month"), "2026-10");
+	assert_string_equal(str(cJSON_GetArrayItem(lines, 0), "item"), "cpu_adjustment");
+	cJSON_Delete(o);
+	http_free(&r);
+	/* The database itself refuses to change a final invoice. */
+	char st[16];
+	const char *changes[] = {"UPDATE invoices SET total = 0", "DELETE FROM invoices",
+	                         "TRUNCATE invoices CASCADE",
+	                         "UPDATE invoice_quantities SET cpu_billed_us = 0",
+	                         "DELETE FROM invoice_quantities"};
+	for (int i = 0; i < 5; i++) {
+		PGresult *res = PQexec(f->db.conn, changes[i]);
+		const char *code = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		if (code == NULL || strcmp(code, "23000") != 0)
+			fail_msg("\"%s\" was not refused", changes[i]);
+		PQclear(res);
+	}
+	(void)st;
+	/* November finalised (a grace of 0 s): December then has nothing more to adjust. */
+	struct run_result *rr = malloc(sizeof *rr);
+	const char *argv[] = {METER_BIN, "invoice", "--account", "acme", "--month",
+	                      "2026-11", "--grace", "0s",        NULL};
+	run_program(argv, f->db.url, rr);
+	assert_int_equal(rr->status, 0);
+	assert_non_null(strstr(rr->out, "\"status\":\"final\""));
+	free(rr);
+	r = call(f, "GET", "/v1/accounts/acme/invoices/2026-12", f->acct, NULL);
+	o = http_json(&r);
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(o, "lines")), 0);
+	assert_string_equal(str(o, "total_exact"), "0.00");
+	cJSON_Delete(o);
+	http_free(&r);
+}
+
+static void a_sandbox_across_midnight_at_month_end_is_split_to_the_microsecond(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	sql(f, "UPDATE accounts SET trial_grant_seconds = 0 WHERE id = 'acme'");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	       "VALUES ('mid', 'acme', 2, 4, '2026-10-31T23:55:00Z', '2026-11-01T00:05:00Z')");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) "
+	       "SELECT 'mid', 1, '2026-10-31T23:55:00Z'::timestamptz + k * interval '10 seconds', "
+	       "'gen', k * 10000000 FROM generate_series(1, 60) k");
+	wait_rollups(f);
+	/* 1 vCPU busy: 300 CPU-s and 300 sandbox-s on each side of midnight */
+	assert_int_equal(num(f, "SELECT cpu_billed_us FROM account_month WHERE account_id = 'acme' "
+	                        "AND month = '2026-10-01'"),
+	                 300000000);
+	assert_int_equal(num(f, "SELECT cpu_billed_us FROM account_month WHERE account_id = 'acme' "
+	                        "AND month = '2026-11-01'"),
+	                 300000000);
+	assert_int_equal(
+	        num(f, "SELECT sum(cpu_billed_us) FROM usage_hourly WHERE sandbox_id = 'mid'"),
+	        600000000);
+	const char *months[] = {"/v1/accounts/acme/invoices/2026-10",
+	                        "/v1/accounts/acme/invoices/2026-11"};
+	for (int i = 0; i < 2; i++) {
+		struct http_res r = call(f, "GET", months[i], f->acct, NULL);
+		cJSON *o = http_json(&r);
+		cJSON *cpu = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "lines"), 0);
+		assert_string_equal(str(cpu, "quantity"), "0.083333333"); /* 300 s */
+		assert_string_equal(str(cpu, "amount_exact"), "0.002083333");
+		cJSON_Delete(o);
+		http_free(&r);
+	}
+}
+
+static void a_price_change_in_mid_month_gives_two_lines(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	sql(f, "UPDATE accounts SET trial_grant_seconds = 0 WHERE id = 'acme'");
+	sql(f, "INSERT INTO price_plans (name, effective_from, cpu_vcpu_hour, memory_gib_hour, "
+	       "cpu_floor) VALUES ('october-16', '2026-10-16T00:00:00Z', 0.05, 0.0075, 0.025)");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	       "VALUES ('pc', 'acme', 2, 4, '2026-10-15T23:55:00Z', '2026-10-16T00:05:00Z')");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) "
+	       "SELECT 'pc', 1, '2026-10-15T23:55:00Z'::timestamptz + k * interval '10 seconds', "
+	       "'gen', k * 10000000 FROM generate_series(1, 60) k");
+	wait_rollups(f);
+	struct http_res r = call(f, "GET", "/v1/accounts/acme/invoices/2026-10", f->acct, NULL);
+	cJSON *o = http_json(&r);
+	cJSON *lines = cJSON_GetObjectItem(o, "lines");
+	assert_int_equal(cJSON_GetArraySize(lines), 4);
+	cJSON *a = cJSON_GetArrayItem(lines, 0), *b = cJSON_GetArrayItem(lines, 2);
+	assert_string_equal(str(a, "plan"), "default");
+	assert_string_equal(str(a, "quantity"), "0.083333333");
+	assert_string_equal(str(a, "unit_price"), "0.025");
+	assert_string_equal(str(b, "plan"), "october-16");
+	assert_string_equal(str(b, "quantity"), "0.083333333");
+	assert_string_equal(str(b, "unit_price"), "0.05");
+	assert_string_equal(str(b, "amount_exact"), "0.004166667");
+	cJSON_Delete(o);
+	http_free(&r);
 }
 
 static void spent_trials_and_reached_caps_refuse_new_sandboxes(void **state)
@@ -939,6 +1093,14 @@ int main(void)
 	                rollups_match_the_raw_rating_around_stops_and_overlaps, setup, teardown),
 	        cmocka_unit_test_setup_teardown(the_worked_example_as_real_usage_invoices_1_28,
 	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                final_invoices_never_change_and_late_usage_is_adjusted_later, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                a_sandbox_across_midnight_at_month_end_is_split_to_the_microsecond, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(a_price_change_in_mid_month_gives_two_lines, setup,
+	                                        teardown),
 	        cmocka_unit_test_setup_teardown(spent_trials_and_reached_caps_refuse_new_sandboxes,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(postgres_stopped_and_started_under_the_api, setup,

@@ -1,0 +1,43 @@
+/*
+ * common/invoicedb.h: a month's invoice, draft or final, from the database.
+ *
+ * An invoice is a draft, recomputed from the rollups on every request, until
+ * the grace period after its month has passed; the first request after that
+ * finalises it: its JSON and CSV are stored byte for byte with the
+ * quantities it billed (tables invoices and invoice_quantities, which the
+ * database refuses to change), and every later request gets those bytes.
+ * Each invoice carries adjustment lines for earlier final months: the usage
+ * they have now, less what final invoices billed for them so far. Per
+ * account, one transaction at a time (an advisory lock) computes or
+ * finalises, so an invoice is finalised once.
+ */
+#ifndef COMMON_INVOICEDB_H
+#define COMMON_INVOICEDB_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "meter/plan.h"
+
+#define INVOICE_GRACE_DEFAULT "72h"
+
+struct invoice_doc {
+	char *json; /* malloc'd, unformatted JSON */
+	char *csv;  /* malloc'd */
+	bool final;
+	bool found; /* false: no such account */
+};
+
+void invoice_doc_free(struct invoice_doc *d);
+
+/*
+ * The invoice of account for the month starting at month_us (UTC). plans are
+ * all price plans. On failure writes err, rolls back, and returns false.
+ */
+bool invoice_get(PGconn *c, const char *account, int64_t month_us, int64_t now_us, int64_t grace_us,
+                 const struct meter_plan *plans, size_t nplans, struct invoice_doc *out, char *err,
+                 size_t errlen);
+
+#endif
