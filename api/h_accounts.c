@@ -10,6 +10,7 @@
 #include "api/queries.h"
 #include "api/routes.h"
 #include "common/db.h"
+#include "common/limits.h"
 #include "meter/decimal.h"
 #include "meter/timefmt.h"
 
@@ -141,6 +142,49 @@ void h_account_get(struct req *r)
 	}
 }
 
+void h_account_patch(struct req *r)
+{
+	static const struct in_field f[] = {
+	        {"monthly_spend_cap", IN_DECIMAL, 9, 0, INT64_C(1000000000000000000), false, NULL},
+	        {"max_concurrent", IN_DECIMAL, 0, 1, 1000000, false, NULL},
+	};
+	struct in_value v[2];
+	cJSON *o = body_fields(r, f, 2, v, false);
+	if (o == NULL)
+		return;
+	/* "monthly_spend_cap": null takes the cap away; leaving it out keeps it. */
+	bool clear_cap = cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "monthly_spend_cap"));
+	cJSON_Delete(o);
+	PGconn *c = req_db(r);
+	if (c == NULL)
+		return;
+	char cap[METER_MONEY_BUF], maxc[24];
+	if (v[0].set)
+		meter_decimal_format(v[0].num, 9, 2, cap, sizeof cap);
+	snprintf(maxc, sizeof maxc, "%lld", (long long)v[1].num);
+	const char *params[] = {r->param[0], v[0].set || clear_cap ? "t" : "f",
+	                        v[0].set ? cap : NULL, v[1].set ? maxc : NULL};
+	PGresult *res = PQexecParams(
+	        c,
+	        "UPDATE accounts SET monthly_spend_cap = CASE WHEN $2 THEN $3::numeric "
+	        "ELSE monthly_spend_cap END, max_concurrent = coalesce($4::integer, "
+	        "max_concurrent) "
+	        "WHERE id = $1 RETURNING id, name, plan, trial_grant_seconds, max_concurrent, "
+	        "monthly_spend_cap::text, (extract(epoch FROM created_at) * 1000000)::bigint",
+	        4, NULL, params, NULL, NULL, 0);
+	struct account a;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		reply_db_error(r, "could not change the account", res);
+	else if (PQntuples(res) != 1)
+		reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found",
+		               r->param[0]);
+	else if (!account_from_row(res, 0, &a))
+		reply_problemf(r, 500, "internal", "Internal error", "account row is malformed");
+	else
+		reply_json(r, 200, account_json(&a));
+	PQclear(res);
+}
+
 /* ---- sandboxes ---- */
 
 static cJSON *sandbox_json(const PGresult *res, int row)
@@ -169,6 +213,23 @@ static cJSON *sandbox_json(const PGresult *res, int row)
 	}
 	cJSON_AddStringToObject(o, "status", PQgetisnull(res, row, 5) ? "running" : "stopped");
 	return o;
+}
+
+/* The registration that fills the account up announces it (common/limits.h). */
+static bool announce_full(struct req *r, PGconn *c, const struct account_state *s,
+                          const char *sandbox)
+{
+	char payload[1024], err[256];
+	if (s->running + 1 < s->a.max_concurrent)
+		return true;
+	snprintf(payload, sizeof payload,
+	         "{\"account_id\": \"%s\", \"limit\": \"concurrency_limit\", \"running\": %lld, "
+	         "\"max_concurrent\": %lld, \"sandbox_id\": \"%s\"}",
+	         s->a.id, (long long)(s->running + 1), (long long)s->a.max_concurrent, sandbox);
+	if (limits_notify(c, s->a.id, "concurrency_limit", sandbox, payload, err, sizeof err))
+		return true;
+	reply_db_error(r, err, NULL);
+	return false;
 }
 
 static void answer_refusal(struct req *r, const struct quota_answer *q)
@@ -233,7 +294,7 @@ void h_sandbox_new(struct req *r)
 		               "sandbox \"%s\" already exists", v[0].text);
 	else if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		reply_db_error(r, "could not register the sandbox", res);
-	else if (commit(r, c))
+	else if (announce_full(r, c, &s, v[0].text) && commit(r, c))
 		reply_json(r, 201, sandbox_json(res, 0));
 	PQclear(res);
 	rollback(c);

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "common/db.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/plans.h"
 #include "meter/checked.h"
@@ -18,6 +19,13 @@
 
 #define US(col) "(extract(epoch FROM " col ") * 1000000)::bigint"
 #define TS(n)   "('epoch'::timestamptz + (" n ")::bigint * interval '1 microsecond')"
+
+static int64_t now_realtime_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 /* Usage of one hour under one plan. */
 struct bucket {
@@ -416,7 +424,9 @@ static int one(PGconn *c, const struct meter_plan *plans, size_t nplans, char *e
 		r = run(c,
 		        "UPDATE rollup_queue SET waiting = 'not registered' WHERE sandbox_id = $1",
 		        1, p, PGRES_COMMAND_OK, "could not park a mark", err, errlen);
-	} else if (rate(c, &j, err, errlen) && store(c, &j, err, errlen)) {
+	} else if (rate(c, &j, err, errlen) && store(c, &j, err, errlen) &&
+	           limits_check_usage(c, j.account, now_realtime_us(), plans, nplans, err,
+	                              errlen)) {
 		r = run(c, "DELETE FROM rollup_queue WHERE sandbox_id = $1", 1, p, PGRES_COMMAND_OK,
 		        "could not clear a mark", err, errlen);
 	} else if (PQstatus(c) == CONNECTION_OK) {

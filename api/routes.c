@@ -10,6 +10,7 @@ const struct route routes[] = {
         {"POST", "/v1/estimates", AUTH_PUBLIC, h_estimates},
         {"POST", "/v1/accounts", AUTH_ADMIN, h_account_new},
         {"GET", "/v1/accounts/{id}", AUTH_ANY, h_account_get},
+        {"PATCH", "/v1/accounts/{id}", AUTH_ADMIN, h_account_patch},
         {"GET", "/v1/accounts/{id}/usage", AUTH_ANY, h_usage},
         {"GET", "/v1/accounts/{id}/trial", AUTH_ANY, h_trial},
         {"GET", "/v1/accounts/{id}/invoices/{month}", AUTH_ANY, h_invoice},

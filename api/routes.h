@@ -20,6 +20,7 @@ void h_estimates(struct req *r);
 /* api/h_accounts.c */
 void h_account_new(struct req *r);
 void h_account_get(struct req *r);
+void h_account_patch(struct req *r);
 void h_sandbox_new(struct req *r);
 void h_sandbox_get(struct req *r);
 void h_sandbox_stop(struct req *r);

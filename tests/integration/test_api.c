@@ -971,6 +971,91 @@ static void a_price_change_in_mid_month_gives_two_lines(void **state)
 	http_free(&r);
 }
 
+/* Notifications on meter_limits that came to f->db.conn within ms, by limit name. */
+static void drain_notices(struct fx *f, int ms, int *trial, int *cap, int *conc)
+{
+	for (int waited = 0; waited <= ms; waited += 50) {
+		PQconsumeInput(f->db.conn);
+		PGnotify *n;
+		while ((n = PQnotifies(f->db.conn)) != NULL) {
+			assert_string_equal(n->relname, "meter_limits");
+			cJSON *o = cJSON_Parse(n->extra);
+			assert_non_null(o);
+			const char *lim = str(o, "limit");
+			*trial += strcmp(lim, "trial_spent") == 0;
+			*cap += strcmp(lim, "spend_cap_reached") == 0;
+			*conc += strcmp(lim, "concurrency_limit") == 0;
+			cJSON_Delete(o);
+			PQfreemem(n);
+		}
+		usleep(50000);
+	}
+}
+
+static void each_limit_crossed_is_announced_once(void **state)
+{
+	struct fx *f = *state;
+	int trial = 0, cap = 0, conc = 0;
+	seed(f);
+	sql(f, "LISTEN meter_limits");
+	/* other: a trial of 20 s, used up by a 40 s sandbox, then used more */
+	sql(f, "UPDATE accounts SET trial_grant_seconds = 20 WHERE id = 'other'");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) VALUES "
+	       "('t-1', 'other', 2, 4, now() - interval '40 seconds')");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('t-1', 1, now() - interval '10 seconds', 'h', 1000000)");
+	wait_rollups(f);
+	drain_notices(f, 300, &trial, &cap, &conc);
+	assert_int_equal(trial, 1);
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('t-1', 1, now() - interval '5 seconds', 'h', 2000000)");
+	wait_rollups(f);
+	drain_notices(f, 300, &trial, &cap, &conc);
+	assert_int_equal(trial, 1);
+	/* acme: a cap of a cent set by an admin, then a busy hour of 2 vCPUs */
+	struct http_res r = call(f, "PATCH", "/v1/accounts/acme", f->admin,
+	                         "{\"monthly_spend_cap\": \"0.01\", \"max_concurrent\": 3}");
+	assert_int_equal(r.status, 200);
+	cJSON *o = http_json(&r);
+	assert_string_equal(str(o, "monthly_spend_cap"), "0.01");
+	assert_int_equal(cJSON_GetObjectItem(o, "max_concurrent")->valueint, 3);
+	cJSON_Delete(o);
+	http_free(&r);
+	sql(f, "UPDATE accounts SET trial_grant_seconds = 0 WHERE id = 'acme'");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('sb-1', 1, now() - interval '2 seconds', 'h', 7200000000)");
+	wait_rollups(f);
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('sb-1', 1, now() - interval '1 second', 'h', 7300000000)");
+	wait_rollups(f);
+	drain_notices(f, 300, &trial, &cap, &conc);
+	assert_int_equal(cap, 1);
+	/* the cap taken away (null), acme runs 1 of 3: the registration that makes it 3
+	 * announces it, once; the next is refused */
+	r = call(f, "PATCH", "/v1/accounts/acme", f->admin, "{\"monthly_spend_cap\": null}");
+	assert_int_equal(r.status, 200);
+	o = http_json(&r);
+	assert_true(cJSON_IsNull(cJSON_GetObjectItem(o, "monthly_spend_cap")));
+	cJSON_Delete(o);
+	http_free(&r);
+	const int want[] = {201, 201, 409};
+	for (int i = 0; i < 3; i++) {
+		char body[160];
+		snprintf(body, sizeof body,
+		         "{\"id\": \"c-%d\", \"account_id\": \"acme\", \"vcpus\": 1, "
+		         "\"memory_gib\": 1}",
+		         i);
+		r = call(f, "POST", "/v1/sandboxes", f->admin, body);
+		assert_int_equal(r.status, want[i]);
+		http_free(&r);
+	}
+	drain_notices(f, 300, &trial, &cap, &conc);
+	assert_int_equal(trial, 1);
+	assert_int_equal(cap, 1);
+	assert_int_equal(conc, 1);
+	assert_int_equal(num(f, "SELECT count(*) FROM limit_notices"), 3);
+}
+
 static void spent_trials_and_reached_caps_refuse_new_sandboxes(void **state)
 {
 	struct fx *f = *state;
@@ -1100,6 +1185,8 @@ int main(void)
 	                a_sandbox_across_midnight_at_month_end_is_split_to_the_microsecond, setup,
 	                teardown),
 	        cmocka_unit_test_setup_teardown(a_price_change_in_mid_month_gives_two_lines, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(each_limit_crossed_is_announced_once, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(spent_trials_and_reached_caps_refuse_new_sandboxes,
 	                                        setup, teardown),

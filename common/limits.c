@@ -1,0 +1,89 @@
+#include "common/limits.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/db.h"
+#include "common/month.h"
+#include "meter/decimal.h"
+#include "meter/invoice.h"
+#include "meter/money.h"
+#include "meter/timefmt.h"
+#include "reports/invoice.h"
+
+bool limits_notify(PGconn *c, const char *account, const char *limit, const char *period,
+                   const char *payload, char *err, size_t errlen)
+{
+	const char *p[] = {account, limit, period, payload};
+	PGresult *r = PQexecParams(c, "SELECT meter_notify_limit($1, $2, $3, $4::jsonb)", 4, NULL,
+	                           p, NULL, NULL, 0);
+	bool ok = db_check(r, PGRES_TUPLES_OK, "could not announce a limit", err, errlen);
+	PQclear(r);
+	return ok;
+}
+
+bool limits_check_usage(PGconn *c, const char *account, int64_t now_us,
+                        const struct meter_plan *plans, size_t nplans, char *err, size_t errlen)
+{
+	const char *p[] = {account};
+	PGresult *r =
+	        PQexecParams(c,
+	                     "SELECT a.trial_grant_seconds * 1000000, a.monthly_spend_cap::text, "
+	                     "(SELECT coalesce(sum(wall_us), 0) FROM account_month m WHERE "
+	                     "m.account_id = a.id), "
+	                     "EXISTS (SELECT 1 FROM limit_notices n WHERE n.account_id = a.id "
+	                     "  AND n.limit_name = 'trial_spent') "
+	                     "FROM accounts a WHERE a.id = $1",
+	                     1, NULL, p, NULL, NULL, 0);
+	if (!db_check(r, PGRES_TUPLES_OK, "could not read the account's limits", err, errlen)) {
+		PQclear(r);
+		return false;
+	}
+	if (PQntuples(r) != 1) {
+		PQclear(r);
+		return true;
+	}
+	int64_t grant = 0, used = 0;
+	meter_money cap = 0;
+	bool has_cap = !PQgetisnull(r, 0, 1), told = strcmp(PQgetvalue(r, 0, 3), "t") == 0;
+	bool ok = meter_decimal_parse(PQgetvalue(r, 0, 0), 0, false, &grant) == METER_OK &&
+	          meter_decimal_parse(PQgetvalue(r, 0, 2), 0, false, &used) == METER_OK &&
+	          (!has_cap || meter_money_parse(PQgetvalue(r, 0, 1), false, &cap) == METER_OK);
+	PQclear(r);
+	if (!ok) {
+		snprintf(err, errlen, "account %s has malformed limits", account);
+		return false;
+	}
+	char payload[512];
+	if (grant > 0 && used >= grant && !told) {
+		snprintf(payload, sizeof payload,
+		         "{\"account_id\": \"%s\", \"limit\": \"trial_spent\", "
+		         "\"grant_seconds\": %lld, \"used_seconds\": %lld}",
+		         account, (long long)(grant / 1000000), (long long)(used / 1000000));
+		if (!limits_notify(c, account, "trial_spent", "", payload, err, errlen))
+			return false;
+	}
+	if (!has_cap)
+		return true;
+	/* Month to date: this month's invoice lines, the trial's credit included. */
+	struct month_usage mu;
+	struct meter_invoice inv;
+	int64_t month = meter_month_start(now_us);
+	if (!month_usage_load(c, account, month, plans, nplans, &mu, err, errlen))
+		return false;
+	if (meter_invoice_build(mu.plans, mu.n, &inv) != METER_OK) {
+		snprintf(err, errlen, "account %s: the month so far cannot be computed", account);
+		return false;
+	}
+	if (inv.total < cap)
+		return true;
+	char m[16], spent[METER_MONEY_BUF], capt[METER_MONEY_BUF];
+	report_month(month, m, sizeof m);
+	meter_money_format_exact(inv.total, spent, sizeof spent);
+	meter_money_format_exact(cap, capt, sizeof capt);
+	snprintf(payload, sizeof payload,
+	         "{\"account_id\": \"%s\", \"limit\": \"spend_cap_reached\", \"month\": \"%s\", "
+	         "\"month_to_date\": \"%s\", \"monthly_spend_cap\": \"%s\"}",
+	         account, m, spent, capt);
+	return limits_notify(c, account, "spend_cap_reached", m, payload, err, errlen);
+}

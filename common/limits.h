@@ -1,0 +1,32 @@
+/*
+ * common/limits.h: telling enforcement hooks that an account crossed a limit.
+ *
+ * meter_notify_limit() (migration 0005) records the crossing and sends one
+ * NOTIFY on channel "meter_limits" with a JSON payload; a crossing already
+ * recorded sends nothing. Call these inside the transaction that crossed.
+ */
+#ifndef COMMON_LIMITS_H
+#define COMMON_LIMITS_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "meter/plan.h"
+
+#define LIMITS_CHANNEL "meter_limits"
+
+/* Records and announces one crossing; payload is a JSON object's text. */
+bool limits_notify(PGconn *c, const char *account, const char *limit, const char *period,
+                   const char *payload, char *err, size_t errlen);
+
+/*
+ * After an account's usage changed: announces its trial grant spent (when it
+ * had one) and its monthly spend cap reached (when it has one) for the month
+ * holding now_us.
+ */
+bool limits_check_usage(PGconn *c, const char *account, int64_t now_us,
+                        const struct meter_plan *plans, size_t nplans, char *err, size_t errlen);
+
+#endif
