@@ -286,3 +286,132 @@ out:
 	invoice_doc_free(&doc);
 	free(plans);
 }
+
+/* ---- forecast ---- */
+
+#define DAY_US     (INT64_C(86400) * 1000000)
+#define BASIS_DAYS 7
+
+static void put_money(cJSON *o, const char *name, meter_money m)
+{
+	char a[METER_MONEY_BUF], e[METER_MONEY_BUF], n[64];
+	meter_money_format_cents(m, a, sizeof a);
+	meter_money_format_exact(m, e, sizeof e);
+	snprintf(n, sizeof n, "%s_exact", name);
+	cJSON_AddStringToObject(o, name, a);
+	cJSON_AddStringToObject(o, n, e);
+}
+
+/*
+ * GET /v1/accounts/{id}/forecast?month=YYYY-MM[&at=TIME]: the month to date
+ * (its invoice lines so far) and where it is heading: the run rate of the
+ * last 7 full days (UTC) over the time left in the month, with a low and a
+ * high bound from the quietest and the busiest of those days. The run rate is
+ * at list prices (a trial grant still left is not taken off). "at" (default
+ * now) asks as if it were that time.
+ */
+void h_forecast(struct req *r)
+{
+	static const struct in_field f[] = {{"month", IN_MONTH, 0, 0, 0, true, NULL},
+	                                    {"at", IN_TIME, 0, 0, 0, false, NULL}};
+	struct in_value v[2];
+	struct problem p;
+	const char *id = r->param[0];
+	if (!in_query(r->args, r->nargs, f, 2, v, &p)) {
+		reply_problem(r, &p);
+		return;
+	}
+	if (!req_may_see(r, id))
+		return;
+	PGconn *c = req_db(r);
+	struct meter_plan *plans = NULL;
+	size_t nplans = 0;
+	PGresult *res = NULL;
+	char err[256], asof[METER_TIME_BUF], from[24], to[24], m[16];
+	if (c == NULL || !data_as_of(r, c, id, asof, sizeof asof) ||
+	    !load_plans(r, c, &plans, &nplans))
+		goto out;
+	int64_t at = v[1].set ? v[1].num : now_us(), month = v[0].num,
+	        end = meter_month_next(month);
+	struct month_usage mu;
+	struct meter_invoice inv;
+	if (!month_usage_load(c, id, month, plans, nplans, &mu, err, sizeof err)) {
+		reply_db_error(r, err, NULL);
+		goto out;
+	}
+	if (!mu.found) {
+		reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found", id);
+		goto out;
+	}
+	if (meter_invoice_build(mu.plans, mu.n, &inv) != METER_OK)
+		goto bad;
+	/* The last BASIS_DAYS full days before at, day by day. */
+	int64_t today = at - ((at % DAY_US) + DAY_US) % DAY_US;
+	snprintf(from, sizeof from, "%lld", (long long)(today - BASIS_DAYS * DAY_US));
+	snprintf(to, sizeof to, "%lld", (long long)today);
+	const char *params[] = {id, from, to};
+	res = q_exec(c, Q_DAILY, 3, params);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not read daily usage", res);
+		goto out;
+	}
+	meter_money day_cost[BASIS_DAYS] = {0}, sum = 0, lo, hi;
+	for (int i = 0; i < PQntuples(res); i++) {
+		int64_t d, plan;
+		struct meter_usage u;
+		struct meter_cost cost;
+		const struct meter_plan *pl = NULL;
+		if (!col_int(res, i, 0, &d) || !col_int(res, i, 1, &plan) ||
+		    !col_int(res, i, 2, &u.cpu_measured_us) ||
+		    !col_int(res, i, 3, &u.cpu_billed_us) || !col_int(res, i, 4, &u.busy_us) ||
+		    !col_int(res, i, 5, &u.idle_us) || !col_int(res, i, 6, &u.wall_us) ||
+		    !col_int(res, i, 7, &u.mem_mgib_us))
+			goto bad;
+		for (size_t k = 0; k < nplans; k++)
+			if (plans[k].id == plan)
+				pl = &plans[k];
+		int64_t k = (d - (today - BASIS_DAYS * DAY_US)) / DAY_US;
+		if (pl == NULL || k < 0 || k >= BASIS_DAYS || meter_usage_cost(&u, pl, &cost) ||
+		    meter_money_add(day_cost[k], cost.total, &day_cost[k]))
+			goto bad;
+	}
+	lo = hi = day_cost[0];
+	for (int k = 0; k < BASIS_DAYS; k++) {
+		if (meter_money_add(sum, day_cost[k], &sum))
+			goto bad;
+		lo = day_cost[k] < lo ? day_cost[k] : lo;
+		hi = day_cost[k] > hi ? day_cost[k] : hi;
+	}
+	/* The time left in the month: none for a month past, all of a month to come. */
+	int64_t left = at >= end ? 0 : end - (at > month ? at : month);
+	meter_money rest, rest_lo, rest_hi, proj, proj_lo, proj_hi, per_day;
+	if (meter_money_of(left, sum, BASIS_DAYS * DAY_US, &rest) ||
+	    meter_money_of(left, lo, DAY_US, &rest_lo) ||
+	    meter_money_of(left, hi, DAY_US, &rest_hi) ||
+	    meter_money_of(sum, 1, BASIS_DAYS, &per_day) ||
+	    meter_money_add(inv.total, rest, &proj) ||
+	    meter_money_add(inv.total, rest_lo, &proj_lo) ||
+	    meter_money_add(inv.total, rest_hi, &proj_hi))
+		goto bad;
+	cJSON *o = cJSON_CreateObject();
+	report_month(month, m, sizeof m);
+	cJSON_AddStringToObject(o, "account_id", id);
+	cJSON_AddStringToObject(o, "month", m);
+	put_money(o, "month_to_date", inv.total);
+	put_money(o, "projected_total", proj);
+	put_money(o, "projected_low", proj_lo);
+	put_money(o, "projected_high", proj_hi);
+	put_money(o, "run_rate_per_day", per_day);
+	cJSON_AddNumberToObject(o, "basis_days", BASIS_DAYS);
+	char when[METER_TIME_BUF];
+	meter_time_format(at, when, sizeof when);
+	cJSON_AddStringToObject(o, "at", when);
+	cJSON_AddStringToObject(o, "data_as_of", asof);
+	reply_json(r, 200, o);
+	goto out;
+bad:
+	reply_problemf(r, 500, "internal", "Internal error", "the forecast cannot be computed");
+out:
+	PQclear(res);
+	free(plans);
+}

@@ -69,6 +69,14 @@ static const char *const sql[Q_COUNT] = {
                                                      "JOIN sandboxes s ON s.id = q.sandbox_id "
                                                      "WHERE s.account_id = $1 AND q.waiting IS "
                                                      "NULL",
+        [Q_DAILY] = "SELECT " US(
+                "date_trunc('day', hour)") " d, price_plan_id, " SUMS " "
+                                           "FROM usage_hourly WHERE account_id = $1 AND hour "
+                                           ">= " TS(
+                                                   "$2") " "
+                                                         "AND hour < " TS(
+                                                                 "$3") " GROUP BY d, price_plan_id "
+                                                                       "ORDER BY d, price_plan_id",
         [Q_ROLLUP_STATS] =
                 "SELECT count(*) FILTER (WHERE waiting IS NULL), "
                 "count(*) FILTER (WHERE waiting IS NOT NULL), "

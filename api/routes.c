@@ -14,6 +14,7 @@ const struct route routes[] = {
         {"GET", "/v1/accounts/{id}/usage", AUTH_ANY, h_usage},
         {"GET", "/v1/accounts/{id}/trial", AUTH_ANY, h_trial},
         {"GET", "/v1/accounts/{id}/invoices/{month}", AUTH_ANY, h_invoice},
+        {"GET", "/v1/accounts/{id}/forecast", AUTH_ANY, h_forecast},
         {"POST", "/v1/sandboxes", AUTH_ADMIN, h_sandbox_new},
         {"GET", "/v1/sandboxes/{id}", AUTH_ANY, h_sandbox_get},
         {"POST", "/v1/sandboxes/{id}/stop", AUTH_ADMIN, h_sandbox_stop},

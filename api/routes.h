@@ -30,6 +30,7 @@ void h_quota_check(struct req *r);
 void h_usage(struct req *r);
 void h_trial(struct req *r);
 void h_invoice(struct req *r);
+void h_forecast(struct req *r);
 
 /* The embedded OpenAPI document (api/openapi.json). */
 extern const char openapi_json[];

@@ -1056,6 +1056,52 @@ static void each_limit_crossed_is_announced_once(void **state)
 	assert_int_equal(num(f, "SELECT count(*) FROM limit_notices"), 3);
 }
 
+static void the_forecast_projects_the_last_seven_days_over_the_days_left(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	sql(f, "UPDATE accounts SET trial_grant_seconds = 0 WHERE id = 'acme'");
+	/* October 8 to 14: a busy hour of 2 vCPU, 4 GiB a day ($0.08), two on the 14th */
+	sql(f, "INSERT INTO usage_hourly (account_id, sandbox_id, hour, price_plan_id, "
+	       "cpu_measured_us, cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us) "
+	       "SELECT 'acme', 'sb-1', h, 1, 7200000000, 7200000000, 3600000000, 0, 3600000000, "
+	       "14400000000000 FROM (SELECT '2026-10-08T10:00:00Z'::timestamptz + d * interval "
+	       "'1 day' h FROM generate_series(0, 6) d UNION ALL SELECT "
+	       "'2026-10-14T11:00:00Z') x");
+	sql(f,
+	    "INSERT INTO account_month SELECT account_id, '2026-10-01', price_plan_id, "
+	    "sum(cpu_measured_us), sum(cpu_billed_us), sum(busy_us), sum(idle_us), sum(wall_us), "
+	    "sum(memory_mgib_us) FROM usage_hourly GROUP BY 1, 3");
+	struct http_res r =
+	        call(f, "GET", "/v1/accounts/acme/forecast?month=2026-10&at=2026-10-15T00:00:00Z",
+	             f->acct, NULL);
+	assert_int_equal(r.status, 200);
+	cJSON *o = http_json(&r);
+	assert_string_equal(str(o, "month_to_date_exact"), "0.64");
+	assert_string_equal(str(o, "run_rate_per_day_exact"), "0.091428571");
+	/* 17 days left: 0.64 + 0.64 / 7 x 17, and 0.08 or 0.16 a day for the bounds */
+	assert_string_equal(str(o, "projected_total_exact"), "2.194285714");
+	assert_string_equal(str(o, "projected_total"), "2.19");
+	assert_string_equal(str(o, "projected_low_exact"), "2.00");
+	assert_string_equal(str(o, "projected_high_exact"), "3.36");
+	assert_non_null(cJSON_GetObjectItem(o, "data_as_of"));
+	cJSON_Delete(o);
+	http_free(&r);
+	/* a month gone by: nothing left to project */
+	r = call(f, "GET", "/v1/accounts/acme/forecast?month=2026-10&at=2026-11-20T00:00:00Z",
+	         f->acct, NULL);
+	o = http_json(&r);
+	assert_string_equal(str(o, "projected_total_exact"), "0.64");
+	cJSON_Delete(o);
+	http_free(&r);
+	r = call(f, "GET", "/v1/accounts/other/forecast?month=2026-10", f->acct, NULL);
+	assert_int_equal(r.status, 404);
+	http_free(&r);
+	r = call(f, "GET", "/v1/accounts/acme/forecast", f->acct, NULL);
+	assert_int_equal(r.status, 400);
+	http_free(&r);
+}
+
 static void spent_trials_and_reached_caps_refuse_new_sandboxes(void **state)
 {
 	struct fx *f = *state;
@@ -1188,6 +1234,9 @@ int main(void)
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(each_limit_crossed_is_announced_once, setup,
 	                                        teardown),
+	        cmocka_unit_test_setup_teardown(
+	                the_forecast_projects_the_last_seven_days_over_the_days_left, setup,
+	                teardown),
 	        cmocka_unit_test_setup_teardown(spent_trials_and_reached_caps_refuse_new_sandboxes,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(postgres_stopped_and_started_under_the_api, setup,
