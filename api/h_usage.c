@@ -242,7 +242,7 @@ static int64_t now_us(void)
 
 void h_invoice(struct req *r)
 {
-	static const struct in_field f[] = {{"format", IN_ENUM, 0, 0, 0, false, "json|csv"}};
+	static const struct in_field f[] = {{"format", IN_ENUM, 0, 0, 0, false, "json|csv|html"}};
 	static const struct in_field mf[] = {{"month", IN_MONTH, 0, 0, 0, true, NULL}};
 	struct in_value v[1], mv[1];
 	struct problem p;
@@ -273,6 +273,14 @@ void h_invoice(struct req *r)
 	}
 	if (v[0].set && strcmp(v[0].text, "csv") == 0) {
 		reply_text(r, 200, "text/csv; charset=utf-8", doc.csv, strlen(doc.csv));
+	} else if (v[0].set && strcmp(v[0].text, "html") == 0) {
+		if (doc.html)
+			reply_text(r, 200, "text/html; charset=utf-8", doc.html, strlen(doc.html));
+		else
+			reply_problemf(
+			        r, 404, "not-found", "Not found",
+			        "this invoice was made final before pages were kept: ask for "
+			        "json or csv");
 	} else if (doc.final) {
 		reply_text(r, 200, "application/json", doc.json, strlen(doc.json)); /* as stored */
 	} else {

@@ -240,7 +240,7 @@ static int run_estimate(const struct opt_val *v)
 static const struct opt_def invoice_opts[] = {
         {"account", OPT_STRING, 0, 0, 0, NULL, NULL, true, "the account"},
         {"month", OPT_STRING, 0, 0, 0, NULL, NULL, true, "the month, YYYY-MM (UTC)"},
-        {"format", OPT_STRING, 0, 0, 0, "json", NULL, false, "json or csv"},
+        {"format", OPT_STRING, 0, 0, 0, "json", NULL, false, "json, csv or html"},
         {"grace", OPT_DURATION, 0, 0, INT64_C(7776000000000), INVOICE_GRACE_DEFAULT,
          "METER_INVOICE_GRACE", false, "time after a month ends before its invoice is final"},
 };
@@ -256,8 +256,8 @@ static int run_invoice(const struct opt_val *v)
 		log_error("invoice: --month: \"%s\" is not a month as YYYY-MM", v[1].str);
 		return EXIT_USAGE;
 	}
-	if (strcmp(fmt, "json") != 0 && strcmp(fmt, "csv") != 0) {
-		log_error("invoice: --format: \"%s\" is not json or csv", fmt);
+	if (strcmp(fmt, "json") != 0 && strcmp(fmt, "csv") != 0 && strcmp(fmt, "html") != 0) {
+		log_error("invoice: --format: \"%s\" is not json, csv or html", fmt);
 		return EXIT_USAGE;
 	}
 	PGconn *c = connect_or_log();
@@ -275,9 +275,13 @@ static int run_invoice(const struct opt_val *v)
 		log_error("%s", err);
 	} else if (!doc.found) {
 		log_error("invoice: account \"%s\" does not exist", v[0].str);
+	} else if (strcmp(fmt, "html") == 0 && doc.html == NULL) {
+		log_error("invoice: this invoice was made final before pages were kept");
 	} else {
-		printf("%s%s", strcmp(fmt, "csv") == 0 ? doc.csv : doc.json,
-		       strcmp(fmt, "csv") == 0 ? "" : "\n");
+		const char *text = strcmp(fmt, "csv") == 0    ? doc.csv
+		                   : strcmp(fmt, "html") == 0 ? doc.html
+		                                              : doc.json;
+		printf("%s%s", text, strcmp(fmt, "json") == 0 ? "\n" : "");
 		rc = 0;
 	}
 	invoice_doc_free(&doc);
@@ -296,7 +300,7 @@ static const struct verb verbs[] = {
          "the busy and idle price of one hour of a sandbox",
          rates_opts, NOPTS(rates_opts), run_rates},
         {"invoice",
-         "usage: meter invoice --account ID --month YYYY-MM [--format json|csv]\n"
+         "usage: meter invoice --account ID --month YYYY-MM [--format json|csv|html]\n"
          "the invoice of a month (a draft, from the rollups)",
          invoice_opts, NOPTS(invoice_opts), run_invoice},
         {"estimate",

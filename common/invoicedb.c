@@ -25,7 +25,8 @@ void invoice_doc_free(struct invoice_doc *d)
 {
 	free(d->json);
 	free(d->csv);
-	d->json = d->csv = NULL;
+	free(d->html);
+	d->json = d->csv = d->html = NULL;
 }
 
 static PGresult *q(PGconn *c, const char *sql, int n, const char *const *p, ExecStatusType want,
@@ -164,17 +165,17 @@ static bool adjustments(PGconn *c, const char *account, int64_t month_us,
 }
 
 static bool store(PGconn *c, const char *account, int64_t month_us, meter_money total,
-                  const char *json, const char *csv, const struct qrow *rows, size_t n, char *err,
+                  const struct invoice_doc *d, const struct qrow *rows, size_t n, char *err,
                   size_t errlen)
 {
 	char m[24], t[METER_MONEY_BUF];
 	snprintf(m, sizeof m, "%lld", (long long)month_us);
 	meter_money_format_exact(total, t, sizeof t);
-	const char *p[] = {account, m, t, json, csv};
+	const char *p[] = {account, m, t, d->json, d->csv, d->html};
 	PGresult *r = q(c,
-	                "INSERT INTO invoices (account_id, month, total, body_json, body_csv) "
-	                "VALUES ($1, " MONTH_OF("$2") ", $3, $4, $5)",
-	                5, p, PGRES_COMMAND_OK, "could not store the final invoice", err, errlen);
+	                "INSERT INTO invoices (account_id, month, total, body_json, body_csv, "
+	                "body_html) VALUES ($1, " MONTH_OF("$2") ", $3, $4, $5, $6)",
+	                6, p, PGRES_COMMAND_OK, "could not store the final invoice", err, errlen);
 	if (r == NULL)
 		return false;
 	PQclear(r);
@@ -223,7 +224,7 @@ bool invoice_get(PGconn *c, const char *account, int64_t month_us, int64_t now_u
 		goto out;
 	PQclear(r);
 	r = q(c,
-	      "SELECT body_json, body_csv FROM invoices WHERE account_id = $1 "
+	      "SELECT body_json, body_csv, body_html FROM invoices WHERE account_id = $1 "
 	      "AND month = " MONTH_OF("$2"),
 	      2, p, PGRES_TUPLES_OK, "could not read the invoice", err, errlen);
 	if (r == NULL)
@@ -231,8 +232,9 @@ bool invoice_get(PGconn *c, const char *account, int64_t month_us, int64_t now_u
 	if (PQntuples(r) == 1) { /* final: the stored bytes */
 		out->json = strdup(PQgetvalue(r, 0, 0));
 		out->csv = strdup(PQgetvalue(r, 0, 1));
+		out->html = PQgetisnull(r, 0, 2) ? NULL : strdup(PQgetvalue(r, 0, 2));
 		out->final = out->found = true;
-		ok = out->json && out->csv;
+		ok = out->json && out->csv && (out->html || PQgetisnull(r, 0, 2));
 		goto out;
 	}
 	PQclear(r);
@@ -270,12 +272,12 @@ bool invoice_get(PGconn *c, const char *account, int64_t month_us, int64_t now_u
 	out->json = j ? cJSON_PrintUnformatted(j) : NULL;
 	cJSON_Delete(j);
 	out->csv = report_invoice_csv(&meta, &inv);
-	if (out->json == NULL || out->csv == NULL) {
+	out->html = report_invoice_html(&meta, &inv);
+	if (out->json == NULL || out->csv == NULL || out->html == NULL) {
 		snprintf(err, errlen, "could not render the invoice: out of memory");
 		goto out;
 	}
-	if (out->final &&
-	    !store(c, account, month_us, inv.total, out->json, out->csv, rows, nrows, err, errlen))
+	if (out->final && !store(c, account, month_us, inv.total, out, rows, nrows, err, errlen))
 		goto out;
 	PQclear(r);
 	r = q(c, out->final ? "COMMIT" : "ROLLBACK", 0, NULL, PGRES_COMMAND_OK,

@@ -26,6 +26,7 @@
 struct invoice_doc {
 	char *json; /* malloc'd, unformatted JSON */
 	char *csv;  /* malloc'd */
+	char *html; /* malloc'd; NULL for an invoice made final before pages were kept */
 	bool final;
 	bool found; /* false: no such account */
 };

@@ -176,3 +176,115 @@ char *report_invoice_csv(const struct invoice_meta *m, const struct meter_invoic
 	*p = '\0';
 	return buf;
 }
+
+/* Appends s with HTML's five special characters escaped. */
+static void html(char **p, const char *s)
+{
+	for (; *s; s++) {
+		const char *e = *s == '&'    ? "&amp;"
+		                : *s == '<'  ? "&lt;"
+		                : *s == '>'  ? "&gt;"
+		                : *s == '"'  ? "&quot;"
+		                : *s == '\'' ? "&#39;"
+		                             : NULL;
+		if (e) {
+			size_t n = strlen(e);
+			memcpy(*p, e, n);
+			*p += n;
+		} else {
+			*(*p)++ = *s;
+		}
+	}
+}
+
+static void raw(char **p, const char *s)
+{
+	size_t n = strlen(s);
+	memcpy(*p, s, n);
+	*p += n;
+}
+
+char *report_invoice_html(const struct invoice_meta *m, const struct meter_invoice *inv)
+{
+	/* Every character escapes to at most 6: a generous bound per line. */
+	char *buf = malloc((inv->n + 4) * 4096 + 8192), *p = buf;
+	char month[16], item[48], desc[400], q[METER_DECIMAL_BUF], a[METER_MONEY_BUF],
+	        e[METER_MONEY_BUF], price[METER_MONEY_BUF];
+	const char *unit;
+	if (buf == NULL)
+		return NULL;
+	report_month(m->month_start_us, month, sizeof month);
+	raw(&p, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta "
+	        "charset=\"utf-8\">\n<title>Invoice ");
+	html(&p, month);
+	raw(&p, " &middot; ");
+	html(&p, m->account_name);
+	raw(&p,
+	    "</title>\n<style>\n"
+	    "body{font:14px/1.45 system-ui,-apple-system,\"Segoe UI\",Roboto,sans-serif;"
+	    "color:#1d2430;margin:40px auto;max-width:860px;padding:0 24px}\n"
+	    "h1{font-size:26px;margin:0 0 4px}\n.meta{color:#5b6574;margin:0 0 28px}\n"
+	    ".status{display:inline-block;padding:2px 10px;border-radius:10px;font-size:12px;"
+	    "font-weight:600;text-transform:uppercase;letter-spacing:.04em;"
+	    "background:#eef2f7;color:#42536b}\n.status.final{background:#e6f4ea;color:#1e6b35}\n"
+	    "table{width:100%;border-collapse:collapse}\nth{text-align:left;font-size:12px;"
+	    "text-transform:uppercase;letter-spacing:.05em;color:#5b6574;border-bottom:2px solid "
+	    "#d8dee6;padding:8px 6px}\ntd{border-bottom:1px solid #eceff3;padding:9px 6px;"
+	    "vertical-align:top}\n.num{text-align:right;font-variant-numeric:tabular-nums;"
+	    "white-space:nowrap}\n.exact{color:#8a94a3;font-size:12px}\n"
+	    "tr.total td{border-top:2px solid #1d2430;border-bottom:none;font-weight:700;"
+	    "font-size:16px}\n.credit{color:#1e6b35}\nfooter{margin-top:28px;color:#8a94a3;"
+	    "font-size:12px}\n@media print{body{margin:0;max-width:none}}\n</style>\n</head>\n"
+	    "<body>\n<h1>Invoice ");
+	html(&p, month);
+	raw(&p, " <span class=\"status ");
+	html(&p, m->status);
+	raw(&p, "\">");
+	html(&p, m->status);
+	raw(&p, "</span></h1>\n<p class=\"meta\">");
+	html(&p, m->account_name);
+	raw(&p, " &middot; account <code>");
+	html(&p, m->account_id);
+	raw(&p, "</code> &middot; amounts in USD</p>\n<table>\n<thead><tr><th>Item</th>"
+	        "<th class=\"num\">Quantity</th><th class=\"num\">Unit price</th>"
+	        "<th class=\"num\">Amount</th></tr></thead>\n<tbody>\n");
+	for (size_t i = 0; i < inv->n; i++) {
+		const struct meter_invoice_line *l = &inv->lines[i];
+		describe(l, item, sizeof item, desc, sizeof desc, &unit);
+		quantity(l, q, sizeof q);
+		meter_money_format_cents(l->amount, a, sizeof a);
+		meter_money_format_exact(l->amount, e, sizeof e);
+		meter_decimal_format(l->unit_price, METER_MONEY_SCALE, 0, price, sizeof price);
+		raw(&p, l->amount < 0 ? "<tr class=\"credit\"><td>" : "<tr><td>");
+		html(&p, desc);
+		raw(&p, "</td><td class=\"num\">");
+		html(&p, q);
+		raw(&p, " ");
+		html(&p, unit);
+		raw(&p, "</td><td class=\"num\">");
+		if (l->plan) {
+			raw(&p, "$");
+			html(&p, price);
+		}
+		/* -$0.09, not $-0.09 */
+		raw(&p, l->amount < 0 ? "</td><td class=\"num\">-$" : "</td><td class=\"num\">$");
+		html(&p, a[0] == '-' ? a + 1 : a);
+		raw(&p, "<br><span class=\"exact\">exact ");
+		html(&p, e);
+		raw(&p, "</span></td></tr>\n");
+	}
+	meter_money_format_cents(inv->total, a, sizeof a);
+	meter_money_format_exact(inv->total, e, sizeof e);
+	raw(&p, "<tr class=\"total\"><td>Total</td><td></td><td></td><td class=\"num\" "
+	        "id=\"total\">");
+	raw(&p, inv->total < 0 ? "-$" : "$");
+	html(&p, a[0] == '-' ? a + 1 : a);
+	raw(&p, "<br><span class=\"exact\">exact ");
+	html(&p, e);
+	raw(&p, "</span></td></tr>\n</tbody>\n</table>\n<footer>Amounts are computed once per "
+	        "line from exact quantities and rounded half up to the cent; the exact amount "
+	        "is shown beside each. CPU is billed on measured use, at least the floor of the "
+	        "plan and at most the provisioned vCPUs.</footer>\n</body>\n</html>\n");
+	*p = '\0';
+	return buf;
+}

@@ -26,6 +26,12 @@ cJSON *report_invoice_json(const struct invoice_meta *m, const struct meter_invo
 /* The CSV text, malloc'd and owned by the caller (free); NULL when out of memory. */
 char *report_invoice_csv(const struct invoice_meta *m, const struct meter_invoice *inv);
 
+/*
+ * A self-contained HTML page, fit to print: no script, no file from outside.
+ * malloc'd and owned by the caller (free); NULL when out of memory.
+ */
+char *report_invoice_html(const struct invoice_meta *m, const struct meter_invoice *inv);
+
 /* "2026-10" for a month start. */
 void report_month(int64_t month_start_us, char *buf, size_t len);
 

@@ -11,6 +11,7 @@ PACKAGES=(
 	gcc make cmake pkg-config
 	libpq-dev libmicrohttpd-dev libcjson-dev libpcre2-dev libcmocka-dev zlib1g-dev
 	postgresql postgresql-contrib
+	chromium fonts-dejavu-core
 	procps util-linux
 )
 

@@ -801,6 +801,11 @@ static void the_worked_example_as_real_usage_invoices_1_28(void **state)
 	assert_string_equal(r.type, "text/csv; charset=utf-8");
 	assert_non_null(strstr(r.body, "\r\ntotal,,,,,1.28,1.275\r\n"));
 	http_free(&r);
+	r = call(f, "GET", "/v1/accounts/acme/invoices/2026-10?format=html", f->acct, NULL);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.type, "text/html; charset=utf-8");
+	assert_non_null(strstr(r.body, "id=\"total\">$1.28"));
+	http_free(&r);
 	r = call(f, "GET", "/v1/accounts/other/invoices/2026-10", f->acct, NULL);
 	assert_int_equal(r.status, 404);
 	http_free(&r);

@@ -70,6 +70,9 @@ static void the_worked_example_invoice_is_1_28_never_1_27(void **state)
 	char *csv = report_invoice_csv(&m, &inv);
 	assert_string_equal(csv, slurp("invoice_worked_example.csv"));
 	free(csv);
+	char *html = report_invoice_html(&m, &inv);
+	assert_string_equal(html, slurp("invoice_worked_example.html"));
+	free(html);
 }
 
 static void a_price_change_gives_a_line_per_price(void **state)
