@@ -20,6 +20,7 @@
 #include "api/routes.h"
 #include "common/db.h"
 #include "common/keys.h"
+#include "meter/invoice.h"
 #include "meter/rating.h"
 #include "meter/timefmt.h"
 #include "tests/support/http.h"
@@ -582,6 +583,7 @@ static void usage_from_two_processes_rollups_equals_rating_the_raw_samples(void 
 		wait_rollups(f);
 	}
 	/* Per sandbox and hour, the rollups hold what rating all the samples gives. */
+	struct meter_usage all = {0};
 	for (int i = 0; i < NSB; i++) {
 		struct expect e = {.size = &size};
 		int64_t stopped = METER_TIME_NONE;
@@ -604,6 +606,7 @@ static void usage_from_two_processes_rollups_equals_rating_the_raw_samples(void 
 		                                    add_expected, &e),
 		                 METER_OK);
 		assert_true(e.nh >= 2 && e.total.cpu_measured_us > 0);
+		assert_int_equal(meter_usage_add(&all, &e.total), METER_OK);
 		for (int h = 0; h < e.nh; h++) {
 			char q[512];
 			snprintf(q, sizeof q,
@@ -656,6 +659,18 @@ static void usage_from_two_processes_rollups_equals_rating_the_raw_samples(void 
 		cJSON_Delete(o);
 		http_free(&r);
 	}
+	/* The month's invoice is what rating all the raw samples gives (no trial here). */
+	sql(f, "UPDATE accounts SET trial_grant_seconds = 0 WHERE id = 'acme'");
+	struct meter_plan_usage pu = {.plan = &plan, .used = all};
+	struct meter_invoice inv;
+	char want[METER_MONEY_BUF];
+	assert_int_equal(meter_invoice_build(&pu, 1, &inv), METER_OK);
+	meter_money_format_exact(inv.total, want, sizeof want);
+	struct http_res ir = call(f, "GET", "/v1/accounts/acme/invoices/2026-10", f->acct, NULL);
+	cJSON *io = http_json(&ir);
+	assert_string_equal(str(io, "total_exact"), want);
+	cJSON_Delete(io);
+	http_free(&ir);
 	/* account_month agrees with the hours it sums */
 	assert_int_equal(
 	        num(f, "SELECT count(*) FROM (SELECT account_id, date_trunc('month', hour) m, "
