@@ -423,3 +423,108 @@ out:
 	PQclear(res);
 	free(plans);
 }
+
+/* ---- one sandbox, hour by hour ---- */
+
+void h_sandbox_usage(struct req *r)
+{
+	static const struct in_field f[] = {{"from", IN_TIME, 0, 0, 0, true, NULL},
+	                                    {"to", IN_TIME, 0, 0, 0, true, NULL}};
+	struct in_value v[2];
+	struct problem p;
+	const char *id = r->param[0];
+	if (!in_query(r->args, r->nargs, f, 2, v, &p)) {
+		reply_problem(r, &p);
+		return;
+	}
+	if (v[1].num <= v[0].num || v[1].num - v[0].num > RANGE_MAX_US) {
+		reply_problemf(r, 422, "invalid-range", "Invalid range",
+		               "\"to\" must be after \"from\" and at most 400 days later");
+		return;
+	}
+	PGconn *c = req_db(r);
+	if (c == NULL)
+		return;
+	struct meter_plan *plans = NULL;
+	size_t nplans = 0;
+	PGresult *sb = NULL, *res = NULL, *peak = NULL;
+	char asof[METER_TIME_BUF], when[METER_TIME_BUF], fs[24], ts[24];
+	const char *idp[] = {id};
+	sb = q_exec(c, Q_SANDBOX, 1, idp);
+	if (PQresultStatus(sb) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not read the sandbox", sb);
+		goto out;
+	}
+	if (PQntuples(sb) != 1 || (!r->admin && strcmp(r->account, PQgetvalue(sb, 0, 1)) != 0)) {
+		reply_problemf(r, 404, "not-found", "Not found", "sandbox \"%s\" not found", id);
+		goto out;
+	}
+	const char *account = PQgetvalue(sb, 0, 1);
+	int64_t from = meter_hour_of(v[0].num + 1), to = meter_hour_of(v[1].num) + 3600000000;
+	snprintf(fs, sizeof fs, "%lld", (long long)from);
+	snprintf(ts, sizeof ts, "%lld", (long long)to);
+	if (!data_as_of(r, c, account, asof, sizeof asof) || !load_plans(r, c, &plans, &nplans))
+		goto out;
+	const char *hp[] = {account, id, fs, ts};
+	res = q_exec(c, Q_SANDBOX_HOURS, 4, hp);
+	const char *pp[] = {id, fs, ts};
+	peak = q_exec(c, Q_SANDBOX_PEAK, 3, pp);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQresultStatus(peak) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not read the sandbox's usage",
+		               PQresultStatus(res) != PGRES_TUPLES_OK ? res : peak);
+		goto out;
+	}
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "id", id);
+	cJSON_AddStringToObject(o, "account_id", account);
+	cJSON_AddStringToObject(o, "vcpus", PQgetvalue(sb, 0, 2));
+	cJSON_AddStringToObject(o, "memory_gib", PQgetvalue(sb, 0, 3));
+	meter_time_format(from, when, sizeof when);
+	cJSON_AddStringToObject(o, "from", when);
+	meter_time_format(to, when, sizeof when);
+	cJSON_AddStringToObject(o, "to", when);
+	/* peak memory against the cgroup's limit, from the samples (null when unknown) */
+	for (int k = 0; k < 2; k++) {
+		const char *name = k ? "memory_limit_bytes" : "memory_peak_bytes";
+		if (PQgetisnull(peak, 0, k))
+			cJSON_AddNullToObject(o, name);
+		else
+			cJSON_AddStringToObject(o, name, PQgetvalue(peak, 0, k));
+	}
+	cJSON *points = cJSON_AddArrayToObject(o, "hours");
+	struct tally all = {0};
+	bool ok = true;
+	for (int i = 0; ok && i < PQntuples(res);) {
+		/* one point per hour, the plans of that hour together */
+		struct tally t = {0};
+		int64_t hour, h;
+		ok = col_int(res, i, 0, &hour);
+		for (; ok && i < PQntuples(res) && col_int(res, i, 0, &h) && h == hour; i++) {
+			struct meter_usage u;
+			int64_t plan;
+			ok = col_int(res, i, 1, &plan) && col_int(res, i, 2, &u.cpu_measured_us) &&
+			     col_int(res, i, 3, &u.cpu_billed_us) &&
+			     col_int(res, i, 4, &u.busy_us) && col_int(res, i, 5, &u.idle_us) &&
+			     col_int(res, i, 6, &u.wall_us) && col_int(res, i, 7, &u.mem_mgib_us) &&
+			     tally_add(&t, plan, &u) && tally_add(&all, plan, &u);
+		}
+		cJSON *pt = cJSON_CreateObject();
+		cJSON_AddItemToArray(points, pt);
+		meter_time_format(hour, when, sizeof when);
+		cJSON_AddStringToObject(pt, "hour", when);
+		ok = ok && fill(pt, &t, plans, nplans);
+	}
+	ok = ok && fill(o, &all, plans, nplans);
+	cJSON_AddStringToObject(o, "data_as_of", asof);
+	if (ok) {
+		reply_json(r, 200, o);
+	} else {
+		cJSON_Delete(o);
+		reply_problemf(r, 500, "internal", "Internal error", "usage cannot be summed");
+	}
+out:
+	free(plans);
+	PQclear(sb);
+	PQclear(res);
+	PQclear(peak);
+}

@@ -69,6 +69,15 @@ static const char *const sql[Q_COUNT] = {
                                                      "JOIN sandboxes s ON s.id = q.sandbox_id "
                                                      "WHERE s.account_id = $1 AND q.waiting IS "
                                                      "NULL",
+        [Q_SANDBOX_HOURS] = "SELECT " US(
+                "hour") ", price_plan_id, " SUMS " FROM usage_hourly "
+                        "WHERE account_id = $1 AND sandbox_id = $2 AND hour >= " TS(
+                                "$3") " "
+                                      "AND hour < " TS("$4") " GROUP BY hour, price_plan_id "
+                                                             "ORDER BY hour, price_plan_id",
+        [Q_SANDBOX_PEAK] = "SELECT max(coalesce(memory_peak_bytes, memory_current_bytes)), "
+                           "(array_agg(memory_limit_bytes ORDER BY ts DESC))[1] FROM samples "
+                           "WHERE sandbox_id = $1 AND ts > " TS("$2") " AND ts <= " TS("$3"),
         [Q_DAILY] = "SELECT " US(
                 "date_trunc('day', hour)") " d, price_plan_id, " SUMS " "
                                            "FROM usage_hourly WHERE account_id = $1 AND hour "

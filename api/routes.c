@@ -18,6 +18,7 @@ const struct route routes[] = {
         {"POST", "/v1/sandboxes", AUTH_ADMIN, h_sandbox_new},
         {"GET", "/v1/sandboxes/{id}", AUTH_ANY, h_sandbox_get},
         {"POST", "/v1/sandboxes/{id}/stop", AUTH_ADMIN, h_sandbox_stop},
+        {"GET", "/v1/sandboxes/{id}/usage", AUTH_ANY, h_sandbox_usage},
         {"POST", "/v1/quota/check", AUTH_ANY, h_quota_check},
 };
 const int routes_count = sizeof routes / sizeof routes[0];

@@ -31,6 +31,7 @@ void h_usage(struct req *r);
 void h_trial(struct req *r);
 void h_invoice(struct req *r);
 void h_forecast(struct req *r);
+void h_sandbox_usage(struct req *r);
 
 /* The embedded OpenAPI document (api/openapi.json). */
 extern const char openapi_json[];

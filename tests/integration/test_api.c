@@ -949,6 +949,26 @@ static void a_sandbox_across_midnight_at_month_end_is_split_to_the_microsecond(v
 	assert_int_equal(
 	        num(f, "SELECT sum(cpu_billed_us) FROM usage_hourly WHERE sandbox_id = 'mid'"),
 	        600000000);
+	/* the sandbox hour by hour: 23:00 and 00:00, 300 CPU-s each */
+	struct http_res hr = call(f, "GET",
+	                          "/v1/sandboxes/mid/usage?from=2026-10-31T00:00:00Z&"
+	                          "to=2026-11-02T00:00:00Z",
+	                          f->acct, NULL);
+	assert_int_equal(hr.status, 200);
+	cJSON *ho = http_json(&hr);
+	cJSON *hours = cJSON_GetObjectItem(ho, "hours");
+	assert_int_equal(cJSON_GetArraySize(hours), 2);
+	assert_string_equal(str(cJSON_GetArrayItem(hours, 0), "hour"), "2026-10-31T23:00:00Z");
+	assert_string_equal(str(cJSON_GetArrayItem(hours, 0), "cpu_seconds"), "300");
+	assert_string_equal(str(cJSON_GetArrayItem(hours, 1), "hour"), "2026-11-01T00:00:00Z");
+	assert_string_equal(str(ho, "cpu_seconds"), "600");
+	cJSON_Delete(ho);
+	http_free(&hr);
+	hr = call(f, "GET",
+	          "/v1/sandboxes/mid/usage?from=2026-10-31T00:00:00Z&to=2026-11-02T00:00:00Z",
+	          f->other, NULL);
+	assert_int_equal(hr.status, 404);
+	http_free(&hr);
 	const char *months[] = {"/v1/accounts/acme/invoices/2026-10",
 	                        "/v1/accounts/acme/invoices/2026-11"};
 	for (int i = 0; i < 2; i++) {
