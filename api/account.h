@@ -18,6 +18,7 @@
 
 #include "api/http.h"
 #include "meter/money.h"
+#include "meter/plan.h"
 
 struct account {
 	char id[160], name[256], plan[8];
@@ -62,5 +63,24 @@ void quota_decide(const struct account_state *s, struct quota_answer *q);
 void fmt_hours(int64_t us, char *buf, size_t len);
 /* A numeric text column as an integer; false when it is not one or too large. */
 bool col_int(const PGresult *res, int row, int col, int64_t *out);
+
+/* Where an account's month is heading (api/h_usage.c). */
+struct forecast {
+	meter_money month_to_date, projected, low, high, per_day;
+};
+
+/*
+ * Month to date (the month's invoice lines) and the projection: the run rate
+ * of the 7 full days before at over the time left in the month, with bounds
+ * from the quietest and busiest day. On failure it has answered.
+ */
+bool forecast_compute(struct req *r, PGconn *c, const char *id, int64_t month, int64_t at,
+                      const struct meter_plan *plans, size_t nplans, struct forecast *out);
+
+/* The oldest pending mark of the account's sandboxes, or now (RFC 3339); on failure it has answered. */
+bool data_as_of(struct req *r, PGconn *c, const char *id, char *out, size_t len);
+
+/* The price plans (cached), a copy the caller frees; on failure it has answered. */
+bool load_plans(struct req *r, PGconn *c, struct meter_plan **plans, size_t *n);
 
 #endif

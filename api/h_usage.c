@@ -82,7 +82,7 @@ static bool fill(cJSON *o, const struct tally *t, const struct meter_plan *plans
 	return true;
 }
 
-static bool load_plans(struct req *r, PGconn *c, struct meter_plan **plans, size_t *n)
+bool load_plans(struct req *r, PGconn *c, struct meter_plan **plans, size_t *n)
 {
 	char err[256];
 	bool ok = plancache_get(c, plans, n, err, sizeof err);
@@ -91,7 +91,7 @@ static bool load_plans(struct req *r, PGconn *c, struct meter_plan **plans, size
 	return ok;
 }
 
-static bool data_as_of(struct req *r, PGconn *c, const char *id, char *out, size_t len)
+bool data_as_of(struct req *r, PGconn *c, const char *id, char *out, size_t len)
 {
 	const char *params[] = {id};
 	PGresult *res = q_exec(c, Q_DATA_AS_OF, 1, params);
@@ -318,6 +318,81 @@ static void put_money(cJSON *o, const char *name, meter_money m)
  * at list prices (a trial grant still left is not taken off). "at" (default
  * now) asks as if it were that time.
  */
+bool forecast_compute(struct req *r, PGconn *c, const char *id, int64_t month, int64_t at,
+                      const struct meter_plan *plans, size_t nplans, struct forecast *out)
+{
+	char err[256], from[24], to[24];
+	PGresult *res = NULL;
+	int64_t end = meter_month_next(month);
+	struct month_usage mu;
+	struct meter_invoice inv;
+	if (!month_usage_load(c, id, month, plans, nplans, &mu, err, sizeof err)) {
+		reply_db_error(r, err, NULL);
+		return false;
+	}
+	if (!mu.found) {
+		reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found", id);
+		return false;
+	}
+	if (meter_invoice_build(mu.plans, mu.n, &inv) != METER_OK)
+		goto bad;
+	/* The last BASIS_DAYS full days before at, day by day. */
+	int64_t today = at - ((at % DAY_US) + DAY_US) % DAY_US;
+	snprintf(from, sizeof from, "%lld", (long long)(today - BASIS_DAYS * DAY_US));
+	snprintf(to, sizeof to, "%lld", (long long)today);
+	const char *params[] = {id, from, to};
+	res = q_exec(c, Q_DAILY, 3, params);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not read daily usage", res);
+		PQclear(res);
+		return false;
+	}
+	meter_money day_cost[BASIS_DAYS] = {0}, sum = 0, lo, hi;
+	for (int i = 0; i < PQntuples(res); i++) {
+		int64_t d, plan;
+		struct meter_usage u;
+		struct meter_cost cost;
+		const struct meter_plan *pl = NULL;
+		if (!col_int(res, i, 0, &d) || !col_int(res, i, 1, &plan) ||
+		    !col_int(res, i, 2, &u.cpu_measured_us) || !col_int(res, i, 3, &u.cpu_billed_us) ||
+		    !col_int(res, i, 4, &u.busy_us) || !col_int(res, i, 5, &u.idle_us) ||
+		    !col_int(res, i, 6, &u.wall_us) || !col_int(res, i, 7, &u.mem_mgib_us))
+			goto bad;
+		for (size_t k = 0; k < nplans; k++)
+			if (plans[k].id == plan)
+				pl = &plans[k];
+		int64_t k = (d - (today - BASIS_DAYS * DAY_US)) / DAY_US;
+		if (pl == NULL || k < 0 || k >= BASIS_DAYS || meter_usage_cost(&u, pl, &cost) ||
+		    meter_money_add(day_cost[k], cost.total, &day_cost[k]))
+			goto bad;
+	}
+	PQclear(res);
+	res = NULL;
+	lo = hi = day_cost[0];
+	for (int k = 0; k < BASIS_DAYS; k++) {
+		if (meter_money_add(sum, day_cost[k], &sum))
+			goto bad;
+		lo = day_cost[k] < lo ? day_cost[k] : lo;
+		hi = day_cost[k] > hi ? day_cost[k] : hi;
+	}
+	/* The time left in the month: none for a month past, all of a month to come. */
+	int64_t left = at >= end ? 0 : end - (at > month ? at : month);
+	meter_money rest, rest_lo, rest_hi;
+	out->month_to_date = inv.total;
+	if (meter_money_of(left, sum, BASIS_DAYS * DAY_US, &rest) ||
+	    meter_money_of(left, lo, DAY_US, &rest_lo) || meter_money_of(left, hi, DAY_US, &rest_hi) ||
+	    meter_money_of(sum, 1, BASIS_DAYS, &out->per_day) ||
+	    meter_money_add(inv.total, rest, &out->projected) ||
+	    meter_money_add(inv.total, rest_lo, &out->low) ||
+	    meter_money_add(inv.total, rest_hi, &out->high))
+		goto bad;
+	return true;
+bad:
+	PQclear(res);
+	reply_problemf(r, 500, "internal", "Internal error", "the forecast cannot be computed");
+	return false;
+}
+
 void h_forecast(struct req *r)
 {
 	static const struct in_field f[] = {{"month", IN_MONTH, 0, 0, 0, true, NULL},
@@ -334,93 +409,29 @@ void h_forecast(struct req *r)
 	PGconn *c = req_db(r);
 	struct meter_plan *plans = NULL;
 	size_t nplans = 0;
-	PGresult *res = NULL;
-	char err[256], asof[METER_TIME_BUF], from[24], to[24], m[16];
+	char asof[METER_TIME_BUF], m[16], when[METER_TIME_BUF];
+	struct forecast fc;
+	int64_t at = v[1].set ? v[1].num : now_us();
 	if (c == NULL || !data_as_of(r, c, id, asof, sizeof asof) ||
-	    !load_plans(r, c, &plans, &nplans))
-		goto out;
-	int64_t at = v[1].set ? v[1].num : now_us(), month = v[0].num,
-	        end = meter_month_next(month);
-	struct month_usage mu;
-	struct meter_invoice inv;
-	if (!month_usage_load(c, id, month, plans, nplans, &mu, err, sizeof err)) {
-		reply_db_error(r, err, NULL);
-		goto out;
+	    !load_plans(r, c, &plans, &nplans) ||
+	    !forecast_compute(r, c, id, v[0].num, at, plans, nplans, &fc)) {
+		free(plans);
+		return;
 	}
-	if (!mu.found) {
-		reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found", id);
-		goto out;
-	}
-	if (meter_invoice_build(mu.plans, mu.n, &inv) != METER_OK)
-		goto bad;
-	/* The last BASIS_DAYS full days before at, day by day. */
-	int64_t today = at - ((at % DAY_US) + DAY_US) % DAY_US;
-	snprintf(from, sizeof from, "%lld", (long long)(today - BASIS_DAYS * DAY_US));
-	snprintf(to, sizeof to, "%lld", (long long)today);
-	const char *params[] = {id, from, to};
-	res = q_exec(c, Q_DAILY, 3, params);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		reply_db_error(r, "could not read daily usage", res);
-		goto out;
-	}
-	meter_money day_cost[BASIS_DAYS] = {0}, sum = 0, lo, hi;
-	for (int i = 0; i < PQntuples(res); i++) {
-		int64_t d, plan;
-		struct meter_usage u;
-		struct meter_cost cost;
-		const struct meter_plan *pl = NULL;
-		if (!col_int(res, i, 0, &d) || !col_int(res, i, 1, &plan) ||
-		    !col_int(res, i, 2, &u.cpu_measured_us) ||
-		    !col_int(res, i, 3, &u.cpu_billed_us) || !col_int(res, i, 4, &u.busy_us) ||
-		    !col_int(res, i, 5, &u.idle_us) || !col_int(res, i, 6, &u.wall_us) ||
-		    !col_int(res, i, 7, &u.mem_mgib_us))
-			goto bad;
-		for (size_t k = 0; k < nplans; k++)
-			if (plans[k].id == plan)
-				pl = &plans[k];
-		int64_t k = (d - (today - BASIS_DAYS * DAY_US)) / DAY_US;
-		if (pl == NULL || k < 0 || k >= BASIS_DAYS || meter_usage_cost(&u, pl, &cost) ||
-		    meter_money_add(day_cost[k], cost.total, &day_cost[k]))
-			goto bad;
-	}
-	lo = hi = day_cost[0];
-	for (int k = 0; k < BASIS_DAYS; k++) {
-		if (meter_money_add(sum, day_cost[k], &sum))
-			goto bad;
-		lo = day_cost[k] < lo ? day_cost[k] : lo;
-		hi = day_cost[k] > hi ? day_cost[k] : hi;
-	}
-	/* The time left in the month: none for a month past, all of a month to come. */
-	int64_t left = at >= end ? 0 : end - (at > month ? at : month);
-	meter_money rest, rest_lo, rest_hi, proj, proj_lo, proj_hi, per_day;
-	if (meter_money_of(left, sum, BASIS_DAYS * DAY_US, &rest) ||
-	    meter_money_of(left, lo, DAY_US, &rest_lo) ||
-	    meter_money_of(left, hi, DAY_US, &rest_hi) ||
-	    meter_money_of(sum, 1, BASIS_DAYS, &per_day) ||
-	    meter_money_add(inv.total, rest, &proj) ||
-	    meter_money_add(inv.total, rest_lo, &proj_lo) ||
-	    meter_money_add(inv.total, rest_hi, &proj_hi))
-		goto bad;
 	cJSON *o = cJSON_CreateObject();
-	report_month(month, m, sizeof m);
+	report_month(v[0].num, m, sizeof m);
 	cJSON_AddStringToObject(o, "account_id", id);
 	cJSON_AddStringToObject(o, "month", m);
-	put_money(o, "month_to_date", inv.total);
-	put_money(o, "projected_total", proj);
-	put_money(o, "projected_low", proj_lo);
-	put_money(o, "projected_high", proj_hi);
-	put_money(o, "run_rate_per_day", per_day);
+	put_money(o, "month_to_date", fc.month_to_date);
+	put_money(o, "projected_total", fc.projected);
+	put_money(o, "projected_low", fc.low);
+	put_money(o, "projected_high", fc.high);
+	put_money(o, "run_rate_per_day", fc.per_day);
 	cJSON_AddNumberToObject(o, "basis_days", BASIS_DAYS);
-	char when[METER_TIME_BUF];
 	meter_time_format(at, when, sizeof when);
 	cJSON_AddStringToObject(o, "at", when);
 	cJSON_AddStringToObject(o, "data_as_of", asof);
 	reply_json(r, 200, o);
-	goto out;
-bad:
-	reply_problemf(r, 500, "internal", "Internal error", "the forecast cannot be computed");
-out:
-	PQclear(res);
 	free(plans);
 }
 

@@ -16,6 +16,7 @@
 #include "api/routes.h"
 #include "common/ids.h"
 #include "common/keys.h"
+#include "common/sessions.h"
 #include "common/log.h"
 
 struct server {
@@ -96,6 +97,26 @@ void reply_problem(struct req *r, const struct problem *p)
 	cJSON_Delete(o);
 	if (p->status >= 500)
 		log_warn("%s %s: %u %s", r->method, r->path, p->status, p->detail);
+}
+
+void reply_redirect(struct req *r, const char *location, const char *set_cookie)
+{
+	if (r->answered)
+		return;
+	static const char body[] = "see other";
+	struct MHD_Response *resp =
+	        MHD_create_response_from_buffer(sizeof body - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
+	if (resp == NULL)
+		return;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, location);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	if (set_cookie)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_SET_COOKIE, set_cookie);
+	MHD_queue_response(r->mhd_conn, 303, resp);
+	MHD_destroy_response(resp);
+	r->status = 303;
+	r->answered = true;
 }
 
 void reply_problemf(struct req *r, unsigned status, const char *type, const char *title,
@@ -270,9 +291,29 @@ static void auth_remember(const struct req *r, const char *key)
 	pthread_mutex_unlock(&auth_mu);
 }
 
+/* A page's request with no key: the session cookie, or off to the login form. */
+static bool authenticate_session(struct req *r)
+{
+	char err[256];
+	bool found = false;
+	PGconn *c = r->session[0] ? req_db(r) : NULL;
+	if (r->session[0] && c == NULL)
+		return false;
+	if (c && !session_lookup(c, r->session, &found, &r->admin, r->account, sizeof r->account,
+	                         err, sizeof err)) {
+		reply_db_error(r, err, NULL);
+		return false;
+	}
+	if (!found)
+		reply_redirect(r, "/login", NULL);
+	return found;
+}
+
 static bool authenticate(struct req *r)
 {
 	const char *h = r->auth_header;
+	if (h[0] == '\0' && r->route->page)
+		return authenticate_session(r);
 	if (h[0] == '\0') {
 		reply_problemf(r, 401, "unauthorized", "Unauthorized",
 		               "this request needs an API key: Authorization: Bearer KEY");
@@ -378,6 +419,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 			snprintf(r->auth_header, sizeof r->auth_header, "%s", auth);
 		else if (auth)
 			snprintf(r->auth_header, sizeof r->auth_header, "%s", "too long");
+		const char *sess = MHD_lookup_connection_value(mc, MHD_COOKIE_KIND, "meter_session");
+		if (sess && strlen(sess) < sizeof r->session)
+			snprintf(r->session, sizeof r->session, "%s", sess);
 		*con_cls = r;
 		return MHD_YES;
 	}

@@ -33,6 +33,7 @@ struct route {
 	const char *pattern; /* "/v1/accounts/{id}/usage": {x} matches one path part */
 	enum auth_need auth;
 	handler_fn handler;
+	bool page; /* a page for people: the session cookie counts, and no login sends to /login */
 };
 
 struct server_config {
@@ -65,6 +66,7 @@ struct req {
 	bool too_large;
 	size_t seen; /* body bytes received, kept or not */
 	char auth_header[256];
+	char session[80]; /* the meter_session cookie, when sent */
 	bool admin;        /* set by authentication */
 	char account[160]; /* an account key's account */
 	PGconn *db;
@@ -90,6 +92,8 @@ void reply_json(struct req *r, unsigned status, cJSON *body); /* takes body */
 void reply_text(struct req *r, unsigned status, const char *content_type, const char *text,
                 size_t len);
 void reply_problem(struct req *r, const struct problem *p);
+/* 303 See Other to location, setting a cookie when set_cookie is not NULL. */
+void reply_redirect(struct req *r, const char *location, const char *set_cookie);
 void reply_problemf(struct req *r, unsigned status, const char *type, const char *title,
                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 

@@ -33,6 +33,14 @@ void h_invoice(struct req *r);
 void h_forecast(struct req *r);
 void h_sandbox_usage(struct req *r);
 
+/* api/dashboard.c */
+void h_login_page(struct req *r);
+void h_login(struct req *r);
+void h_login_link(struct req *r);
+void h_logout(struct req *r);
+void h_dashboard(struct req *r);
+void h_dashboard_sandbox(struct req *r);
+
 /* The embedded OpenAPI document (api/openapi.json). */
 extern const char openapi_json[];
 extern const unsigned long openapi_json_len;

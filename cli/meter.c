@@ -18,6 +18,7 @@
 #include "common/keys.h"
 #include "common/log.h"
 #include "common/invoicedb.h"
+#include "common/sessions.h"
 #include "common/opts.h"
 #include "common/plans.h"
 #include "meter/estimate.h"
@@ -290,6 +291,35 @@ static int run_invoice(const struct opt_val *v)
 	return rc;
 }
 
+/* ---- login-link ---- */
+
+static const struct opt_def link_opts[] = {
+        {"admin", OPT_FLAG, 0, 0, 0, NULL, NULL, false, "a link for an admin"},
+        {"account", OPT_STRING, 0, 0, 0, NULL, NULL, false, "a link for this account"},
+};
+
+static int run_login_link(const struct opt_val *v)
+{
+	char err[ERRLEN], token[TOKEN_LEN + 1];
+	if (v[0].set == v[1].set) {
+		log_error("login-link: give exactly one of --admin and --account ID");
+		return EXIT_USAGE;
+	}
+	PGconn *c = connect_or_log();
+	if (c == NULL)
+		return 1;
+	bool ok = session_create(c, "link", v[1].set ? v[1].str : NULL, token, err, sizeof err);
+	PQfinish(c);
+	if (!ok) {
+		log_error("login-link: %s", err);
+		return 1;
+	}
+	printf("/login/%s\n", token);
+	fprintf(stderr, "meter: open it on the API's address within %d minutes; it works once\n",
+	        LINK_TTL_S / 60);
+	return 0;
+}
+
 static const struct verb verbs[] = {
         {"migrate", "usage: meter migrate [--dir DIR]\napplies the migrations not yet applied",
          migrate_opts, NOPTS(migrate_opts), run_migrate},
@@ -299,6 +329,10 @@ static const struct verb verbs[] = {
          "usage: meter rates --vcpus N --memory-gib N [--json]\n"
          "the busy and idle price of one hour of a sandbox",
          rates_opts, NOPTS(rates_opts), run_rates},
+        {"login-link",
+         "usage: meter login-link --admin | --account ID\n"
+         "prints a one-time dashboard login link (path), good for 10 minutes",
+         link_opts, NOPTS(link_opts), run_login_link},
         {"invoice",
          "usage: meter invoice --account ID --month YYYY-MM [--format json|csv|html]\n"
          "the invoice of a month (a draft, from the rollups)",

@@ -8,7 +8,7 @@
 #include "common/db.h"
 #include "meter/decimal.h"
 
-static bool random_key(char key[KEY_LEN + 1], char *err, size_t errlen)
+bool key_random_hex(char out[65], char *err, size_t errlen)
 {
 	unsigned char raw[32];
 	size_t got = 0;
@@ -23,13 +23,18 @@ static bool random_key(char key[KEY_LEN + 1], char *err, size_t errlen)
 		got += (size_t)n;
 	}
 	static const char hex[] = "0123456789abcdef";
-	memcpy(key, KEY_PREFIX, 3);
 	for (size_t i = 0; i < sizeof raw; i++) {
-		key[3 + 2 * i] = hex[raw[i] >> 4];
-		key[4 + 2 * i] = hex[raw[i] & 15];
+		out[2 * i] = hex[raw[i] >> 4];
+		out[2 * i + 1] = hex[raw[i] & 15];
 	}
-	key[KEY_LEN] = '\0';
+	out[64] = '\0';
 	return true;
+}
+
+static bool random_key(char key[KEY_LEN + 1], char *err, size_t errlen)
+{
+	memcpy(key, KEY_PREFIX, 3);
+	return key_random_hex(key + 3, err, errlen);
 }
 
 bool key_create(PGconn *c, const char *account_id, char key[KEY_LEN + 1], int64_t *id, char *err,

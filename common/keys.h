@@ -27,4 +27,7 @@
 bool key_create(PGconn *c, const char *account_id, char key[KEY_LEN + 1], int64_t *id, char *err,
                 size_t errlen);
 
+/* 64 hex digits of 256 random bits from the kernel (and a NUL); false with err. */
+bool key_random_hex(char out[65], char *err, size_t errlen);
+
 #endif

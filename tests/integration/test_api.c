@@ -1142,6 +1142,152 @@ static void the_forecast_projects_the_last_seven_days_over_the_days_left(void **
 	http_free(&r);
 }
 
+/* A one-time login link from the CLI. */
+static void login_link(struct fx *f, const char *account, char *out, size_t len)
+{
+	struct run_result *rr = malloc(sizeof *rr);
+	const char *argv[] = {METER_BIN, "login-link", "--account", account, NULL};
+	run_program(argv, f->db.url, rr);
+	assert_int_equal(rr->status, 0);
+	rr->out[strcspn(rr->out, "\n")] = '\0';
+	assert_memory_equal(rr->out, "/login/", 7);
+	snprintf(out, len, "http://127.0.0.1:%d%.100s", f->api.port, rr->out);
+	free(rr);
+}
+
+/* Runs chromium on url with one more argument; its stdout. */
+static char *chromium(struct fx *f, const char *url, const char *arg)
+{
+	static char profile[96];
+	snprintf(profile, sizeof profile, "--user-data-dir=/tmp/meter-chromium-%d", (int)getpid());
+	const char *argv[] = {"/usr/bin/chromium",
+	                      "--headless",
+	                      "--no-sandbox",
+	                      "--disable-gpu",
+	                      "--no-first-run",
+	                      "--disable-background-networking",
+	                      "--disable-component-update",
+	                      "--disable-sync",
+	                      "--disable-quic",
+	                      profile,
+	                      "--window-size=1000,1300",
+	                      arg,
+	                      url,
+	                      NULL};
+	if (access(argv[0], X_OK) != 0)
+		fail_msg("chromium is not installed: scripts/deps.sh installs Debian's chromium");
+	struct run_result *rr = malloc(sizeof *rr);
+	run_program(argv, NULL, rr);
+	char *out = strdup(rr->out);
+	free(rr);
+	(void)f;
+	return out;
+}
+
+static void the_dashboard_in_headless_chromium(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	sql(f, "UPDATE accounts SET trial_grant_seconds = 0 WHERE id = 'acme'");
+	/* two days of this month with a busy hour each */
+	sql(f, "INSERT INTO usage_hourly (account_id, sandbox_id, hour, price_plan_id, "
+	       "cpu_measured_us, cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us) "
+	       "SELECT 'acme', 'sb-1', date_trunc('month', now()) + h * interval '1 hour', 1, "
+	       "7200000000, 7200000000, 3600000000, 0, 3600000000, 14400000000000 "
+	       "FROM unnest(ARRAY[1, 25]) h");
+	sql(f,
+	    "INSERT INTO account_month SELECT account_id, date_trunc('month', now())::date, "
+	    "price_plan_id, sum(cpu_measured_us), sum(cpu_billed_us), sum(busy_us), sum(idle_us), "
+	    "sum(wall_us), sum(memory_mgib_us) FROM usage_hourly GROUP BY 1, 3");
+	time_t now = time(NULL);
+	char month[16], path[96], url[160];
+	strftime(month, sizeof month, "%Y-%m", gmtime(&now));
+	snprintf(path, sizeof path, "/v1/accounts/acme/invoices/%s", month);
+	struct http_res r = call(f, "GET", path, f->acct, NULL);
+	cJSON *o = http_json(&r);
+	char want[64];
+	snprintf(want, sizeof want, "id=\"mtd\" title=\"exact %s\">$%s<", str(o, "total_exact"),
+	         str(o, "total"));
+	assert_string_equal(str(o, "total"), "0.16");
+	cJSON_Delete(o);
+	http_free(&r);
+
+	/* a person: a login link, then the page chromium ends up on */
+	login_link(f, "acme", url, sizeof url);
+	char *dom = chromium(f, url, "--dump-dom");
+	if (strstr(dom, want) == NULL)
+		fail_msg("the dashboard's month to date is not the invoice draft's (%s): %.300s",
+		         want, dom);
+	int bars = 0;
+	for (const char *p = dom; (p = strstr(p, "class=\"day\"")) != NULL; p++)
+		bars++;
+	assert_int_equal(bars, 2); /* one bar per day with usage */
+	assert_non_null(strstr(dom, "id=\"asof\""));
+	assert_non_null(strstr(dom, "href=\"/dashboard/sandboxes/sb-1\""));
+	assert_null(strstr(dom, "<script"));
+	free(dom);
+	/* a screenshot (a link works once: a new one) */
+	char shot[96];
+	snprintf(shot, sizeof shot, "--screenshot=/tmp/meter-dashboard-%d.png", (int)getpid());
+	login_link(f, "acme", url, sizeof url);
+	free(chromium(f, url, shot));
+	struct stat st;
+	assert_int_equal(stat(shot + 13, &st), 0);
+	assert_true(st.st_size > 10000);
+	unlink(shot + 13);
+	char rm[128];
+	snprintf(rm, sizeof rm, "rm -rf /tmp/meter-chromium-%d", (int)getpid());
+	assert_int_equal(system(rm), 0);
+	/* a used link does not work again */
+	http_do_ex(f->api.port, "GET", strstr(url, "/login/"), NULL, NULL, 0, NULL, &r);
+	assert_int_equal(r.status, 303);
+	assert_string_equal(r.location, "/login?failed=1");
+	http_free(&r);
+
+	/* the form: a session cookie, HttpOnly and SameSite=Strict; logout ends it */
+	char form[96], cookie[160];
+	snprintf(form, sizeof form, "key=%s", f->acct);
+	http_do_ex(f->api.port, "POST", "/login", NULL, form, strlen(form), NULL, &r);
+	assert_int_equal(r.status, 303);
+	assert_string_equal(r.location, "/dashboard");
+	assert_non_null(strstr(r.cookie, "HttpOnly"));
+	assert_non_null(strstr(r.cookie, "SameSite=Strict"));
+	snprintf(cookie, sizeof cookie, "Cookie: %.*s", (int)strcspn(r.cookie, ";"), r.cookie);
+	http_free(&r);
+	http_do_ex(f->api.port, "GET", "/dashboard", NULL, NULL, 0, cookie, &r);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.type, "text/html; charset=utf-8");
+	http_free(&r);
+	http_do_ex(f->api.port, "GET", "/dashboard/sandboxes/sb-1", NULL, NULL, 0, cookie, &r);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body, "id=\"cost\""));
+	http_free(&r);
+	http_do_ex(f->api.port, "POST", "/logout", NULL, NULL, 0, cookie, &r);
+	assert_int_equal(r.status, 303);
+	assert_non_null(strstr(r.cookie, "Max-Age=0"));
+	http_free(&r);
+	http_do_ex(f->api.port, "GET", "/dashboard", NULL, NULL, 0, cookie, &r);
+	assert_int_equal(r.status, 303);
+	assert_string_equal(r.location, "/login");
+	http_free(&r);
+	http_do_ex(f->api.port, "POST", "/login", NULL, "key=mk_nope", 11, NULL, &r);
+	assert_string_equal(r.location, "/login?failed=1");
+	http_free(&r);
+
+	/* another account's dashboard or sandbox: 404 */
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib) VALUES ('o-1', 'other', "
+	       "1, 1)");
+	r = call(f, "GET", "/dashboard?account=other", f->acct, NULL);
+	assert_int_equal(r.status, 404);
+	http_free(&r);
+	r = call(f, "GET", "/dashboard/sandboxes/o-1", f->acct, NULL);
+	assert_int_equal(r.status, 404);
+	http_free(&r);
+	r = call(f, "GET", "/dashboard?account=other", f->admin, NULL);
+	assert_int_equal(r.status, 200); /* an admin picks any */
+	http_free(&r);
+}
+
 static void spent_trials_and_reached_caps_refuse_new_sandboxes(void **state)
 {
 	struct fx *f = *state;
@@ -1277,6 +1423,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                the_forecast_projects_the_last_seven_days_over_the_days_left, setup,
 	                teardown),
+	        cmocka_unit_test_setup_teardown(the_dashboard_in_headless_chromium, setup,
+	                                        teardown),
 	        cmocka_unit_test_setup_teardown(spent_trials_and_reached_caps_refuse_new_sandboxes,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(postgres_stopped_and_started_under_the_api, setup,

@@ -17,6 +17,12 @@
 void http_do(int port, const char *method, const char *path, const char *key, const char *body,
              size_t body_len, struct http_res *res)
 {
+	http_do_ex(port, method, path, key, body, body_len, NULL, res);
+}
+
+void http_do_ex(int port, const char *method, const char *path, const char *key, const char *body,
+                size_t body_len, const char *header, struct http_res *res)
+{
 	memset(res, 0, sizeof *res);
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -30,10 +36,13 @@ void http_do(int port, const char *method, const char *path, const char *key, co
 	}
 	char head[2048];
 	int n = snprintf(head, sizeof head,
-	                 "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s%s"
-	                 "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+	                 "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s%s%s%s"
+	                 "Content-Type: %s\r\nContent-Length: %zu\r\n\r\n",
 	                 method, path, key ? "Authorization: Bearer " : "", key ? key : "",
-	                 key ? "\r\n" : "", body ? body_len : 0);
+	                 key ? "\r\n" : "", header ? header : "", header ? "\r\n" : "",
+	                 body && strncmp(body, "key=", 4) == 0 ? "application/x-www-form-urlencoded"
+	                                                       : "application/json",
+	                 body ? body_len : 0);
 	if (write(fd, head, (size_t)n) != n) {
 		close(fd);
 		return;
@@ -68,6 +77,12 @@ void http_do(int port, const char *method, const char *path, const char *key, co
 	char *ct = strcasestr(buf, "\r\nContent-Type: ");
 	if (ct)
 		sscanf(ct + 16, "%127[^\r]", res->type);
+	char *loc = strcasestr(buf, "\r\nLocation: ");
+	if (loc)
+		sscanf(loc + 12, "%255[^\r]", res->location);
+	char *sc = strcasestr(buf, "\r\nSet-Cookie: ");
+	if (sc)
+		sscanf(sc + 14, "%255[^\r]", res->cookie);
 	res->len = len - (size_t)(end + 4 - buf);
 	res->body = malloc(res->len + 1);
 	memcpy(res->body, end + 4, res->len);

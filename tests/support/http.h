@@ -11,9 +11,11 @@
 #include <sys/types.h>
 
 struct http_res {
-	int status;     /* 0 when the request could not be made */
-	char type[128]; /* Content-Type */
-	char *body;     /* malloc'd, NUL-terminated */
+	int status;         /* 0 when the request could not be made */
+	char type[128];     /* Content-Type */
+	char *body;         /* malloc'd, NUL-terminated */
+	char location[256]; /* Location */
+	char cookie[256];   /* Set-Cookie */
 	size_t len;
 };
 
@@ -23,6 +25,9 @@ struct http_res {
  */
 void http_do(int port, const char *method, const char *path, const char *key, const char *body,
              size_t body_len, struct http_res *res);
+/* The same with one more header line ("Cookie: a=b"), and the Set-Cookie and Location answered. */
+void http_do_ex(int port, const char *method, const char *path, const char *key, const char *body,
+                size_t body_len, const char *header, struct http_res *res);
 void http_free(struct http_res *res);
 
 /* The body as JSON (NULL when it is not); caller frees. */

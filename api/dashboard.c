@@ -1,0 +1,679 @@
+/*
+ * The cost dashboard: pages for people, drawn by the server.
+ *
+ * HTML with inline CSS and SVG charts; no script and no file from outside the
+ * service. People log in once with an API key through a form (POST /login,
+ * never a URL) or with a one-time link (meter login-link), and keep a session
+ * cookie (HttpOnly, SameSite=Strict); programs may send a bearer key instead.
+ * An account key sees its own account; an admin picks one with ?account=ID.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/account.h"
+#include "api/queries.h"
+#include "api/routes.h"
+#include "common/db.h"
+#include "common/invoicedb.h"
+#include "common/keys.h"
+#include "common/sessions.h"
+#include "meter/decimal.h"
+#include "meter/rating.h"
+#include "meter/timefmt.h"
+#include "reports/invoice.h"
+
+#define DAY_US (INT64_C(86400) * 1000000)
+
+/* ---- a page being written ---- */
+
+struct page {
+	char *buf;
+	size_t len, cap;
+	bool oom;
+};
+
+static void grow(struct page *p, size_t need)
+{
+	if (p->oom || p->len + need + 1 <= p->cap)
+		return;
+	size_t cap = p->cap ? p->cap : 16384;
+	while (cap < p->len + need + 1)
+		cap *= 2;
+	char *nb = realloc(p->buf, cap);
+	if (nb == NULL) {
+		p->oom = true;
+		return;
+	}
+	p->buf = nb;
+	p->cap = cap;
+}
+
+static void put(struct page *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct page *p, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	grow(p, (size_t)n);
+	if (p->oom)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(p->buf + p->len, p->cap - p->len, fmt, ap);
+	va_end(ap);
+	p->len += (size_t)n;
+}
+
+/* Text from outside (names, ids): escaped. */
+static void esc(struct page *p, const char *s)
+{
+	for (; *s; s++) {
+		switch (*s) {
+		case '&':
+			put(p, "&amp;");
+			break;
+		case '<':
+			put(p, "&lt;");
+			break;
+		case '>':
+			put(p, "&gt;");
+			break;
+		case '"':
+			put(p, "&quot;");
+			break;
+		case '\'':
+			put(p, "&#39;");
+			break;
+		default:
+			put(p, "%c", *s);
+		}
+	}
+}
+
+static const char style[] =
+        "<style>body{font:14px/1.45 system-ui,-apple-system,\"Segoe UI\",Roboto,sans-serif;"
+        "color:#1d2430;background:#f6f7f9;margin:0}main{max-width:1000px;margin:0 auto;"
+        "padding:28px 24px}header{display:flex;justify-content:space-between;align-items:baseline}"
+        "h1{font-size:24px;margin:0}h2{font-size:15px;margin:0 0 10px;color:#42536b}"
+        ".asof{color:#5b6574;font-size:13px}.cards{display:grid;grid-template-columns:repeat(3,1fr)"
+        ";"
+        "gap:14px;margin:20px 0}.card{background:#fff;border:1px solid #e3e7ed;border-radius:10px;"
+        "padding:16px}.big{font-size:28px;font-weight:700}.muted{color:#5b6574;font-size:12px}"
+        ".gauge{height:10px;background:#e9edf2;border-radius:5px;overflow:hidden;margin-top:8px}"
+        ".gauge div{height:100%;background:#3b82f6}.gauge.warn div{background:#e0892b}"
+        "section{background:#fff;border:1px solid #e3e7ed;border-radius:10px;padding:16px;"
+        "margin-bottom:14px}table{width:100%;border-collapse:collapse}td,th{padding:7px 6px;"
+        "border-bottom:1px solid #eceff3;text-align:left}th{font-size:12px;color:#5b6574;"
+        "text-transform:uppercase}.num{text-align:right;font-variant-numeric:tabular-nums}"
+        "svg text{font-size:10px;fill:#5b6574}.cpu{fill:#3b82f6}.mem{fill:#a5b4fc}"
+        ".busy{fill:#16a34a}.idle{fill:#cbd5e1}.key span{display:inline-block;width:10px;"
+        "height:10px;margin:0 4px 0 12px;border-radius:2px}form.inline{display:inline}"
+        "button{font:inherit;padding:6px 12px;border-radius:6px;border:1px solid #c8d0da;"
+        "background:#fff;cursor:pointer}input{font:inherit;padding:7px;width:100%;"
+        "box-sizing:border-box;border:1px solid #c8d0da;border-radius:6px;margin:6px 0 12px}"
+        "a{color:#2563eb;text-decoration:none}</style>";
+
+static void head(struct page *p, const char *title)
+{
+	put(p, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+	       "<meta name=\"viewport\" content=\"width=device-width\"><title>");
+	esc(p, title);
+	put(p, " &middot; meter</title>%s</head><body><main>", style);
+}
+
+static void finish(struct req *r, struct page *p, unsigned status)
+{
+	put(p, "</main></body></html>\n");
+	if (p->oom)
+		reply_problemf(r, 500, "internal", "Internal error", "out of memory");
+	else
+		reply_text(r, status, "text/html; charset=utf-8", p->buf, p->len);
+	free(p->buf);
+}
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void money(struct page *p, meter_money m)
+{
+	char c[METER_MONEY_BUF], e[METER_MONEY_BUF];
+	meter_money_format_cents(m, c, sizeof c);
+	meter_money_format_exact(m, e, sizeof e);
+	put(p, "<span title=\"exact %s\">%s$%s</span>", e, m < 0 ? "-" : "",
+	    c[0] == '-' ? c + 1 : c);
+}
+
+/* ---- login ---- */
+
+void h_login_page(struct req *r)
+{
+	struct page p = {0};
+	head(&p, "Log in");
+	put(&p, "<section style=\"max-width:420px;margin:60px auto\"><h1>meter</h1>"
+	        "<p class=\"muted\">Log in with an API key. It is sent once, in this form, "
+	        "and never kept in the page or the address.</p>");
+	for (size_t i = 0; i < r->nargs; i++)
+		if (strcmp(r->args[i].name, "failed") == 0)
+			put(&p, "<p style=\"color:#b42318\">That key is not valid.</p>");
+	put(&p, "<form method=\"post\" action=\"/login\"><label>API key<input type=\"password\" "
+	        "name=\"key\" autocomplete=\"off\" required></label><button type=\"submit\">Log in"
+	        "</button></form></section>");
+	finish(r, &p, 200);
+}
+
+static const char cookie_fmt[] = "meter_session=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%d";
+
+static void start_session(struct req *r, PGconn *c, bool admin, const char *account)
+{
+	char token[TOKEN_LEN + 1], err[256], cookie[200];
+	if (!session_create(c, "session", admin ? NULL : account, token, err, sizeof err)) {
+		reply_db_error(r, err, NULL);
+		return;
+	}
+	snprintf(cookie, sizeof cookie, cookie_fmt, token, SESSION_TTL_S);
+	reply_redirect(r, "/dashboard", cookie);
+}
+
+/* The value of "key" in an x-www-form-urlencoded body, decoded; false when absent. */
+static bool form_key(const char *body, size_t len, char *out, size_t olen)
+{
+	const char *p = body, *end = body + len;
+	while (p < end) {
+		const char *amp = memchr(p, '&', (size_t)(end - p));
+		const char *stop = amp ? amp : end;
+		if (stop - p > 4 && memcmp(p, "key=", 4) == 0) {
+			size_t o = 0;
+			for (const char *s = p + 4; s < stop && o + 1 < olen; s++) {
+				if (*s == '+') {
+					out[o++] = ' ';
+				} else if (*s == '%' && s + 2 < stop) {
+					char hex[3] = {s[1], s[2], 0};
+					char *e;
+					long v = strtol(hex, &e, 16);
+					if (*e)
+						return false;
+					out[o++] = (char)v;
+					s += 2;
+				} else {
+					out[o++] = *s;
+				}
+			}
+			out[o] = '\0';
+			return true;
+		}
+		p = stop + 1;
+	}
+	return false;
+}
+
+void h_login(struct req *r)
+{
+	char key[128];
+	if (r->body == NULL || !form_key(r->body, r->body_len, key, sizeof key) ||
+	    strlen(key) != KEY_LEN || strncmp(key, KEY_PREFIX, 3) != 0) {
+		reply_redirect(r, "/login?failed=1", NULL);
+		return;
+	}
+	PGconn *c = req_db(r);
+	if (c == NULL)
+		return;
+	const char *params[] = {key};
+	PGresult *res = q_exec(c, Q_AUTH, 1, params);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		reply_db_error(r, "could not check the API key", res);
+	else if (PQntuples(res) != 1)
+		reply_redirect(r, "/login?failed=1", NULL);
+	else
+		start_session(r, c, strcmp(PQgetvalue(res, 0, 0), "admin") == 0,
+		              PQgetvalue(res, 0, 1));
+	PQclear(res);
+}
+
+void h_login_link(struct req *r)
+{
+	char err[256], account[160];
+	bool found = false, admin = false;
+	PGconn *c = req_db(r);
+	if (c == NULL)
+		return;
+	if (!link_redeem(c, r->param[0], &found, &admin, account, sizeof account, err, sizeof err))
+		reply_db_error(r, err, NULL);
+	else if (!found)
+		reply_redirect(r, "/login?failed=1", NULL);
+	else
+		start_session(r, c, admin, account);
+}
+
+void h_logout(struct req *r)
+{
+	char err[256], cookie[200];
+	PGconn *c = r->session[0] ? req_db(r) : NULL;
+	if (r->session[0] && c == NULL)
+		return;
+	if (c && !session_delete(c, r->session, err, sizeof err)) {
+		reply_db_error(r, err, NULL);
+		return;
+	}
+	snprintf(cookie, sizeof cookie, cookie_fmt, "", 0);
+	reply_redirect(r, "/login", cookie);
+}
+
+/* ---- charts ---- */
+
+struct day {
+	int64_t start;
+	meter_money cpu, mem;
+	int64_t busy_us, idle_us;
+	bool used;
+};
+
+/* Stacked bars, one slot per day of the month; only days with usage get a bar. */
+static void day_chart(struct page *p, const struct day *d, int ndays, bool money_chart)
+{
+	const int w = 940, h = 170, top = 10, base = 150;
+	double max = 0;
+	for (int i = 0; i < ndays; i++) {
+		double v = money_chart ? (double)(d[i].cpu + d[i].mem)
+		                       : (double)(d[i].busy_us + d[i].idle_us);
+		max = v > max ? v : max;
+	}
+	double slot = (double)(w - 40) / ndays, bw = slot * 0.7;
+	put(p, "<svg viewBox=\"0 0 %d %d\" width=\"100%%\" role=\"img\">", w, h);
+	put(p, "<line x1=\"40\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#d8dee6\"/>", base, w, base);
+	for (int i = 0; i < ndays; i++) {
+		double x = 40 + i * slot + (slot - bw) / 2;
+		if ((i + 1) % 5 == 1)
+			put(p, "<text x=\"%.1f\" y=\"%d\">%d</text>", x, h - 4, i + 1);
+		if (!d[i].used || max <= 0)
+			continue;
+		double a = money_chart ? (double)d[i].cpu : (double)d[i].busy_us;
+		double b = money_chart ? (double)d[i].mem : (double)d[i].idle_us;
+		double ha = a / max * (base - top), hb = b / max * (base - top);
+		char day[METER_TIME_BUF];
+		meter_time_format(d[i].start, day, sizeof day);
+		put(p,
+		    "<g class=\"%s\" data-day=\"%.10s\"><title>%.10s: ", money_chart ? "day" : "bi",
+		    day, day);
+		if (money_chart) {
+			money(p, d[i].cpu);
+			put(p, " CPU, ");
+			money(p, d[i].mem);
+			put(p, " memory");
+		} else {
+			put(p, "%.2f h busy, %.2f h idle", (double)d[i].busy_us / 3.6e9,
+			    (double)d[i].idle_us / 3.6e9);
+		}
+		put(p,
+		    "</title><rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+		    "height=\"%.1f\"/>"
+		    "<rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/></g>",
+		    money_chart ? "cpu" : "busy", x, base - ha, bw, ha,
+		    money_chart ? "mem" : "idle", x, base - ha - hb, bw, hb);
+	}
+	put(p,
+	    "</svg><div class=\"key muted\"><span class=\"%s\" style=\"background:%s\"></span>%s"
+	    "<span style=\"background:%s\"></span>%s</div>",
+	    money_chart ? "cpu" : "busy", money_chart ? "#3b82f6" : "#16a34a",
+	    money_chart ? "CPU" : "busy", money_chart ? "#a5b4fc" : "#cbd5e1",
+	    money_chart ? "memory" : "idle (at the CPU floor)");
+}
+
+static void gauge(struct page *p, const char *label, int64_t part, int64_t whole, const char *text)
+{
+	int pct = whole > 0 ? (int)((double)part / (double)whole * 100) : 100;
+	pct = pct < 0 ? 0 : pct > 100 ? 100 : pct;
+	put(p,
+	    "<div class=\"card\"><h2>%s</h2><div class=\"big\">%s</div>"
+	    "<div class=\"gauge%s\"><div style=\"width:%d%%\"></div></div>"
+	    "<div class=\"muted\">%d%% used</div></div>",
+	    label, text, pct >= 80 ? " warn" : "", pct, pct);
+}
+
+/* The account the request may see: its own, or the admin's ?account=ID. NULL when answered. */
+static const char *which_account(struct req *r, struct page *p)
+{
+	const char *asked = NULL;
+	for (size_t i = 0; i < r->nargs; i++) {
+		if (strcmp(r->args[i].name, "account") != 0) {
+			reply_problemf(
+			        r, 400, "unknown-parameter", "Unknown query parameter",
+			        "the query has a parameter \"%.64s\" that this page does not take",
+			        r->args[i].name);
+			return NULL;
+		}
+		asked = r->args[i].value ? r->args[i].value : "";
+	}
+	if (!r->admin) {
+		if (asked && strcmp(asked, r->account) != 0) {
+			reply_problemf(r, 404, "not-found", "Not found", "account not found");
+			return NULL;
+		}
+		return r->account;
+	}
+	if (asked && id_valid(asked))
+		return asked;
+	/* an admin without ?account: the accounts to pick from */
+	PGconn *c = req_db(r);
+	if (c == NULL)
+		return NULL;
+	PGresult *res = PQexec(c, "SELECT id, name FROM accounts ORDER BY id LIMIT 500");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not list accounts", res);
+		PQclear(res);
+		return NULL;
+	}
+	head(p, "Accounts");
+	put(p, "<h1>Accounts</h1><section><table><tr><th>Account</th><th>Name</th></tr>");
+	for (int i = 0; i < PQntuples(res); i++) {
+		put(p, "<tr><td><a href=\"/dashboard?account=");
+		esc(p, PQgetvalue(res, i, 0));
+		put(p, "\">");
+		esc(p, PQgetvalue(res, i, 0));
+		put(p, "</a></td><td>");
+		esc(p, PQgetvalue(res, i, 1));
+		put(p, "</td></tr>");
+	}
+	put(p, "</table></section>");
+	PQclear(res);
+	finish(r, p, 200);
+	return NULL;
+}
+
+static void top_bar(struct page *p, const char *title, const char *asof)
+{
+	put(p, "<header><h1>");
+	esc(p, title);
+	put(p,
+	    "</h1><div><span class=\"asof\">data as of <time id=\"asof\">%s</time></span> "
+	    "<form class=\"inline\" method=\"post\" action=\"/logout\"><button>Log out</button>"
+	    "</form></div></header>",
+	    asof);
+}
+
+void h_dashboard(struct req *r)
+{
+	struct page p = {0};
+	const char *id = which_account(r, &p);
+	if (id == NULL)
+		return;
+	PGconn *c = req_db(r);
+	struct meter_plan *plans = NULL;
+	size_t nplans = 0;
+	PGresult *daily = NULL, *usage = NULL;
+	struct invoice_doc doc = {0};
+	cJSON *inv = NULL;
+	char err[256], asof[METER_TIME_BUF], fs[24], ts[24], month_name[16];
+	int64_t now = now_us(), month = meter_month_start(now), next = meter_month_next(month);
+	struct account_state st;
+	struct forecast fc;
+	if (c == NULL || !account_state_load(r, c, id, false, &st) ||
+	    !data_as_of(r, c, id, asof, sizeof asof) || !load_plans(r, c, &plans, &nplans) ||
+	    !forecast_compute(r, c, id, month, now, plans, nplans, &fc))
+		goto out;
+	/* Month to date: the total of this month's invoice draft, exactly. */
+	if (!invoice_get(c, id, month, now, server_invoice_grace(r->srv), plans, nplans, &doc, err,
+	                 sizeof err)) {
+		reply_db_error(r, err, NULL);
+		goto out;
+	}
+	inv = cJSON_Parse(doc.json);
+	const cJSON *total = cJSON_GetObjectItem(inv, "total"),
+	            *exact = cJSON_GetObjectItem(inv, "total_exact");
+	snprintf(fs, sizeof fs, "%lld", (long long)month);
+	snprintf(ts, sizeof ts, "%lld", (long long)next);
+	const char *dp[] = {id, fs, ts};
+	daily = q_exec(c, Q_DAILY, 3, dp);
+	usage = q_exec_planned(c, Q_USAGE, 3, dp);
+	if (PQresultStatus(daily) != PGRES_TUPLES_OK || PQresultStatus(usage) != PGRES_TUPLES_OK ||
+	    !cJSON_IsString(total) || !cJSON_IsString(exact)) {
+		reply_db_error(r, "could not read the month's usage", NULL);
+		goto out;
+	}
+	/* days of the month */
+	struct day days[31] = {0};
+	int ndays = (int)((next - month) / DAY_US);
+	for (int i = 0; i < ndays; i++)
+		days[i].start = month + i * DAY_US;
+	for (int i = 0; i < PQntuples(daily); i++) {
+		int64_t d, plan;
+		struct meter_usage u;
+		const struct meter_plan *pl = NULL;
+		if (!col_int(daily, i, 0, &d) || !col_int(daily, i, 1, &plan) ||
+		    !col_int(daily, i, 3, &u.cpu_billed_us) || !col_int(daily, i, 4, &u.busy_us) ||
+		    !col_int(daily, i, 5, &u.idle_us) || !col_int(daily, i, 7, &u.mem_mgib_us))
+			continue;
+		for (size_t k = 0; k < nplans; k++)
+			if (plans[k].id == plan)
+				pl = &plans[k];
+		int k = (int)((d - month) / DAY_US);
+		meter_money cpu = 0, mem = 0;
+		if (pl == NULL || k < 0 || k >= ndays ||
+		    meter_money_of(u.cpu_billed_us, pl->cpu_vcpu_hour, INT64_C(3600000000), &cpu) ||
+		    meter_money_of(u.mem_mgib_us, pl->memory_gib_hour, INT64_C(3600000000000),
+		                   &mem))
+			continue;
+		days[k].cpu += cpu;
+		days[k].mem += mem;
+		days[k].busy_us += u.busy_us;
+		days[k].idle_us += u.idle_us;
+		days[k].used = true;
+	}
+	PGresult *acc = q_exec(c, Q_ACCOUNT, 1, &id);
+	char title[300];
+	snprintf(title, sizeof title, "%s", PQntuples(acc) == 1 ? PQgetvalue(acc, 0, 1) : id);
+	PQclear(acc);
+	report_month(month, month_name, sizeof month_name);
+
+	head(&p, title);
+	top_bar(&p, title, asof);
+	put(&p, "<p class=\"muted\">account <code>");
+	esc(&p, id);
+	put(&p, "</code> &middot; %s plan &middot; %s</p>", st.a.plan, month_name);
+	put(&p,
+	    "<div class=\"cards\"><div class=\"card\"><h2>Month to date</h2>"
+	    "<div class=\"big\" id=\"mtd\" title=\"exact %s\">$%s</div>"
+	    "<div class=\"muted\">the draft invoice of %s</div></div>",
+	    exact->valuestring, total->valuestring, month_name);
+	put(&p, "<div class=\"card\"><h2>Forecast for the month</h2><div class=\"big\" "
+	        "id=\"forecast\">");
+	money(&p, fc.projected);
+	put(&p, "</div><div class=\"muted\">between ");
+	money(&p, fc.low);
+	put(&p, " and ");
+	money(&p, fc.high);
+	put(&p, " at the last 7 days' pace</div></div>");
+	char text[128];
+	if (st.a.has_cap) {
+		char a[METER_MONEY_BUF], b[METER_MONEY_BUF];
+		meter_money_format_cents(st.month_cost, a, sizeof a);
+		meter_money_format_cents(st.a.cap, b, sizeof b);
+		snprintf(text, sizeof text, "$%s of $%s", a, b);
+		gauge(&p, "Monthly spend cap", st.month_cost, st.a.cap, text);
+	} else {
+		int64_t used = st.trial_used_us < st.a.grant_us ? st.trial_used_us : st.a.grant_us;
+		snprintf(text, sizeof text, "%.2f of %.0f h", (double)used / 3.6e9,
+		         (double)st.a.grant_us / 3.6e9);
+		gauge(&p, "Free trial (sandbox-hours)", st.trial_used_us, st.a.grant_us, text);
+	}
+	put(&p, "</div><section><h2>Daily cost, %s</h2>", month_name);
+	day_chart(&p, days, ndays, true);
+	put(&p, "</section><section><h2>Busy and idle sandbox-hours</h2>");
+	day_chart(&p, days, ndays, false);
+	put(&p, "</section>");
+
+	/* the sandboxes that cost most this month */
+	struct sb {
+		char id[160];
+		meter_money cost;
+		int64_t measured, billed;
+	} *sbs = calloc((size_t)PQntuples(usage) + 1, sizeof *sbs);
+	int n = 0;
+	for (int i = 0; sbs && i < PQntuples(usage); i++) {
+		struct meter_usage u = {0};
+		struct meter_cost cost;
+		int64_t plan;
+		const struct meter_plan *pl = NULL;
+		if (!col_int(usage, i, 1, &plan) || !col_int(usage, i, 2, &u.cpu_measured_us) ||
+		    !col_int(usage, i, 3, &u.cpu_billed_us) ||
+		    !col_int(usage, i, 7, &u.mem_mgib_us))
+			continue;
+		for (size_t k = 0; k < nplans; k++)
+			if (plans[k].id == plan)
+				pl = &plans[k];
+		if (pl == NULL || meter_usage_cost(&u, pl, &cost))
+			continue;
+		if (n == 0 || strcmp(sbs[n - 1].id, PQgetvalue(usage, i, 0)) != 0)
+			snprintf(sbs[n++].id, sizeof sbs[0].id, "%s", PQgetvalue(usage, i, 0));
+		sbs[n - 1].cost += cost.total;
+		sbs[n - 1].measured += u.cpu_measured_us;
+		sbs[n - 1].billed += u.cpu_billed_us;
+	}
+	for (int i = 0; i < n; i++) /* the ten that cost most first */
+		for (int k = i + 1; k < n; k++)
+			if (sbs[k].cost > sbs[i].cost) {
+				struct sb t = sbs[i];
+				sbs[i] = sbs[k];
+				sbs[k] = t;
+			}
+	put(&p, "<section><h2>Sandboxes that cost most</h2><table><tr><th>Sandbox</th>"
+	        "<th class=\"num\">CPU used</th><th class=\"num\">CPU billed</th>"
+	        "<th class=\"num\">Cost</th></tr>");
+	for (int i = 0; i < n && i < 10; i++) {
+		put(&p, "<tr class=\"sandbox\"><td><a href=\"/dashboard/sandboxes/");
+		esc(&p, sbs[i].id);
+		put(&p, "\">");
+		esc(&p, sbs[i].id);
+		put(&p,
+		    "</a></td><td class=\"num\">%.1f s</td><td class=\"num\">%.1f s</td>"
+		    "<td class=\"num\">",
+		    (double)sbs[i].measured / 1e6, (double)sbs[i].billed / 1e6);
+		money(&p, sbs[i].cost);
+		put(&p, "</td></tr>");
+	}
+	if (n == 0)
+		put(&p, "<tr><td colspan=\"4\" class=\"muted\">no usage this month yet</td></tr>");
+	put(&p, "</table></section><p class=\"muted\">Amounts: cents rounded half up, the exact "
+	        "amount on hover. Daily figures are at list prices; the trial's credit is in the "
+	        "month to date.</p>");
+	free(sbs);
+	finish(r, &p, 200);
+out:
+	cJSON_Delete(inv);
+	invoice_doc_free(&doc);
+	PQclear(daily);
+	PQclear(usage);
+	free(plans);
+	if (!r->answered)
+		free(p.buf);
+}
+
+void h_dashboard_sandbox(struct req *r)
+{
+	const char *id = r->param[0];
+	struct page p = {0};
+	PGconn *c = req_db(r);
+	if (c == NULL)
+		return;
+	struct meter_plan *plans = NULL;
+	size_t nplans = 0;
+	PGresult *sb = q_exec(c, Q_SANDBOX, 1, &id), *hours = NULL, *peak = NULL;
+	char asof[METER_TIME_BUF], fs[24], ts[24];
+	if (PQresultStatus(sb) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not read the sandbox", sb);
+		goto out;
+	}
+	if (PQntuples(sb) != 1 || (!r->admin && strcmp(r->account, PQgetvalue(sb, 0, 1)) != 0)) {
+		reply_problemf(r, 404, "not-found", "Not found", "sandbox \"%s\" not found", id);
+		goto out;
+	}
+	const char *account = PQgetvalue(sb, 0, 1);
+	int64_t now = now_us(), month = meter_month_start(now), next = meter_month_next(month);
+	snprintf(fs, sizeof fs, "%lld", (long long)month);
+	snprintf(ts, sizeof ts, "%lld", (long long)next);
+	const char *hp[] = {account, id, fs, ts}, *pp[] = {id, fs, ts};
+	if (!data_as_of(r, c, account, asof, sizeof asof) || !load_plans(r, c, &plans, &nplans))
+		goto out;
+	hours = q_exec(c, Q_SANDBOX_HOURS, 4, hp);
+	peak = q_exec(c, Q_SANDBOX_PEAK, 3, pp);
+	if (PQresultStatus(hours) != PGRES_TUPLES_OK || PQresultStatus(peak) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not read the sandbox's usage", NULL);
+		goto out;
+	}
+	int64_t vcpu_milli = 0;
+	meter_decimal_parse(PQgetvalue(sb, 0, 2), 3, false, &vcpu_milli);
+	head(&p, id);
+	top_bar(&p, id, asof);
+	put(&p, "<p class=\"muted\"><a href=\"/dashboard%s", r->admin ? "?account=" : "");
+	if (r->admin)
+		esc(&p, account);
+	put(&p, "\">&larr; account</a> &middot; %s vCPU, %s GiB</p>", PQgetvalue(sb, 0, 2),
+	    PQgetvalue(sb, 0, 3));
+	/* CPU over the month, hour by hour: measured vCPUs on average in each hour */
+	const int w = 940, h = 170, base = 150;
+	int nh = (int)((next - month) / INT64_C(3600000000));
+	meter_money cost = 0;
+	put(&p,
+	    "<section><h2>CPU, hour by hour (average vCPUs in use)</h2><svg viewBox=\"0 0 %d %d\" "
+	    "width=\"100%%\" role=\"img\"><line x1=\"0\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
+	    "stroke=\"#d8dee6\"/>",
+	    w, h, base, w, base);
+	double maxv = vcpu_milli > 0 ? (double)vcpu_milli / 1000.0 : 1;
+	for (int i = 0; i < PQntuples(hours); i++) {
+		int64_t hour, plan;
+		struct meter_usage u = {0};
+		struct meter_cost mc;
+		const struct meter_plan *pl = NULL;
+		if (!col_int(hours, i, 0, &hour) || !col_int(hours, i, 1, &plan) ||
+		    !col_int(hours, i, 2, &u.cpu_measured_us) ||
+		    !col_int(hours, i, 3, &u.cpu_billed_us) ||
+		    !col_int(hours, i, 7, &u.mem_mgib_us))
+			continue;
+		for (size_t k = 0; k < nplans; k++)
+			if (plans[k].id == plan)
+				pl = &plans[k];
+		if (pl && meter_usage_cost(&u, pl, &mc) == METER_OK)
+			cost += mc.total;
+		double vcpus = (double)u.cpu_measured_us / 3.6e9, bh = vcpus / maxv * (base - 10);
+		bh = bh > base - 10 ? base - 10 : bh;
+		int k = (int)((hour - month) / INT64_C(3600000000));
+		double x = (double)w / nh * k;
+		put(&p,
+		    "<rect class=\"cpu hour\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\">"
+		    "<title>%.3f vCPU</title></rect>",
+		    x, base - bh, (double)w / nh * 0.9 + 0.3, bh, vcpus);
+	}
+	put(&p, "</svg></section><div class=\"cards\"><div class=\"card\"><h2>Cost this month</h2>"
+	        "<div class=\"big\" id=\"cost\">");
+	money(&p, cost);
+	put(&p, "</div></div>");
+	char text[96];
+	int64_t pk = 0, lim = 0;
+	bool has_pk = !PQgetisnull(peak, 0, 0) && col_int(peak, 0, 0, &pk);
+	bool has_lim = !PQgetisnull(peak, 0, 1) && col_int(peak, 0, 1, &lim);
+	if (has_pk && has_lim) {
+		snprintf(text, sizeof text, "%.0f of %.0f MiB", (double)pk / 1048576,
+		         (double)lim / 1048576);
+		gauge(&p, "Peak memory against the limit", pk, lim, text);
+	} else {
+		put(&p,
+		    "<div class=\"card\"><h2>Peak memory</h2><div class=\"big\">%s</div>"
+		    "<div class=\"muted\">the cgroup reports no %s</div></div>",
+		    has_pk ? "" : "unknown", has_pk ? "limit" : "peak");
+	}
+	put(&p, "</div>");
+	finish(r, &p, 200);
+out:
+	free(plans);
+	PQclear(sb);
+	PQclear(hours);
+	PQclear(peak);
+}

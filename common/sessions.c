@@ -1,0 +1,97 @@
+#include "common/sessions.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/db.h"
+#include "common/keys.h"
+
+static bool token_ok(const char *t)
+{
+	if (strlen(t) != TOKEN_LEN)
+		return false;
+	for (const char *p = t; *p; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+			return false;
+	return true;
+}
+
+bool session_create(PGconn *c, const char *kind, const char *account, char token[TOKEN_LEN + 1],
+                    char *err, size_t errlen)
+{
+	char t[TOKEN_LEN + 1], ttl[16];
+	if (!key_random_hex(t, err, errlen))
+		return false;
+	snprintf(ttl, sizeof ttl, "%d", strcmp(kind, "link") == 0 ? LINK_TTL_S : SESSION_TTL_S);
+	const char *p[] = {t, kind, account ? "account" : "admin", account, ttl};
+	PGresult *r =
+	        PQexecParams(c,
+	                     "INSERT INTO sessions (token_hash, kind, role, account_id, "
+	                     "expires_at) VALUES (sha256(convert_to($1, 'UTF8')), $2, $3, $4, "
+	                     "now() + $5::integer * interval '1 second')",
+	                     5, NULL, p, NULL, NULL, 0);
+	bool ok;
+	if (strcmp(db_sqlstate(r), "23503") == 0) {
+		snprintf(err, errlen, "account \"%s\" does not exist", account);
+		ok = false;
+	} else {
+		ok = db_check(r, PGRES_COMMAND_OK, "could not make a session", err, errlen);
+	}
+	PQclear(r);
+	if (ok)
+		memcpy(token, t, sizeof t);
+	return ok;
+}
+
+static bool who(PGconn *c, const char *sql, const char *token, bool *found, bool *admin,
+                char *account, size_t alen, char *err, size_t errlen)
+{
+	*found = false;
+	if (!token_ok(token))
+		return true;
+	const char *p[] = {token};
+	PGresult *r = PQexecParams(c, sql, 1, NULL, p, NULL, NULL, 0);
+	bool ok = db_check(r, PGRES_TUPLES_OK, "could not read the session", err, errlen);
+	if (ok && PQntuples(r) == 1) {
+		*found = true;
+		*admin = strcmp(PQgetvalue(r, 0, 0), "admin") == 0;
+		snprintf(account, alen, "%s", PQgetvalue(r, 0, 1));
+	}
+	PQclear(r);
+	return ok;
+}
+
+bool session_lookup(PGconn *c, const char *token, bool *found, bool *admin, char *account,
+                    size_t alen, char *err, size_t errlen)
+{
+	return who(c,
+	           "SELECT role, coalesce(account_id, '') FROM sessions "
+	           "WHERE token_hash = sha256(convert_to($1, 'UTF8')) AND kind = 'session' "
+	           "AND expires_at > now()",
+	           token, found, admin, account, alen, err, errlen);
+}
+
+bool link_redeem(PGconn *c, const char *token, bool *found, bool *admin, char *account, size_t alen,
+                 char *err, size_t errlen)
+{
+	return who(c,
+	           "UPDATE sessions SET used_at = now() "
+	           "WHERE token_hash = sha256(convert_to($1, 'UTF8')) AND kind = 'link' "
+	           "AND used_at IS NULL AND expires_at > now() "
+	           "RETURNING role, coalesce(account_id, '')",
+	           token, found, admin, account, alen, err, errlen);
+}
+
+bool session_delete(PGconn *c, const char *token, char *err, size_t errlen)
+{
+	if (!token_ok(token))
+		return true;
+	const char *p[] = {token};
+	PGresult *r = PQexecParams(c,
+	                           "DELETE FROM sessions WHERE token_hash = "
+	                           "sha256(convert_to($1, 'UTF8')) AND kind = 'session'",
+	                           1, NULL, p, NULL, NULL, 0);
+	bool ok = db_check(r, PGRES_COMMAND_OK, "could not end the session", err, errlen);
+	PQclear(r);
+	return ok;
+}
