@@ -156,8 +156,8 @@ bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
 		/* the grant covers all of the month: nothing to pay */
 		for (size_t i = 0; i < nmonth; i++)
 			cov[ncov++] = month_pp[i];
-	} else if (left > 0 && !month_trial_cover(c, s->a.id, s->month_start_us, &left, cov, &ncov,
-	                                          err, sizeof err)) {
+	} else if (left > 0 && !month_trial_cover(c, s->a.id, s->month_start_us, 0, &left, cov,
+	                                          &ncov, err, sizeof err)) {
 		reply_db_error(r, err, NULL);
 		goto out;
 	}

@@ -326,7 +326,8 @@ bool forecast_compute(struct req *r, PGconn *c, const char *id, int64_t month, i
 	int64_t end = meter_month_next(month);
 	struct month_usage mu;
 	struct meter_invoice inv;
-	if (!month_usage_load(c, id, month, plans, nplans, &mu, err, sizeof err)) {
+	if (!month_usage_load(c, id, month, at < now_us() ? at : 0, plans, nplans, &mu, err,
+	                      sizeof err)) {
 		reply_db_error(r, err, NULL);
 		return false;
 	}
@@ -354,9 +355,10 @@ bool forecast_compute(struct req *r, PGconn *c, const char *id, int64_t month, i
 		struct meter_cost cost;
 		const struct meter_plan *pl = NULL;
 		if (!col_int(res, i, 0, &d) || !col_int(res, i, 1, &plan) ||
-		    !col_int(res, i, 2, &u.cpu_measured_us) || !col_int(res, i, 3, &u.cpu_billed_us) ||
-		    !col_int(res, i, 4, &u.busy_us) || !col_int(res, i, 5, &u.idle_us) ||
-		    !col_int(res, i, 6, &u.wall_us) || !col_int(res, i, 7, &u.mem_mgib_us))
+		    !col_int(res, i, 2, &u.cpu_measured_us) ||
+		    !col_int(res, i, 3, &u.cpu_billed_us) || !col_int(res, i, 4, &u.busy_us) ||
+		    !col_int(res, i, 5, &u.idle_us) || !col_int(res, i, 6, &u.wall_us) ||
+		    !col_int(res, i, 7, &u.mem_mgib_us))
 			goto bad;
 		for (size_t k = 0; k < nplans; k++)
 			if (plans[k].id == plan)
@@ -380,7 +382,8 @@ bool forecast_compute(struct req *r, PGconn *c, const char *id, int64_t month, i
 	meter_money rest, rest_lo, rest_hi;
 	out->month_to_date = inv.total;
 	if (meter_money_of(left, sum, BASIS_DAYS * DAY_US, &rest) ||
-	    meter_money_of(left, lo, DAY_US, &rest_lo) || meter_money_of(left, hi, DAY_US, &rest_hi) ||
+	    meter_money_of(left, lo, DAY_US, &rest_lo) ||
+	    meter_money_of(left, hi, DAY_US, &rest_hi) ||
 	    meter_money_of(sum, 1, BASIS_DAYS, &out->per_day) ||
 	    meter_money_add(inv.total, rest, &out->projected) ||
 	    meter_money_add(inv.total, rest_lo, &out->low) ||

@@ -104,8 +104,8 @@ void reply_redirect(struct req *r, const char *location, const char *set_cookie)
 	if (r->answered)
 		return;
 	static const char body[] = "see other";
-	struct MHD_Response *resp =
-	        MHD_create_response_from_buffer(sizeof body - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(sizeof body - 1, (void *)body,
+	                                                            MHD_RESPMEM_PERSISTENT);
 	if (resp == NULL)
 		return;
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, location);
@@ -419,7 +419,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 			snprintf(r->auth_header, sizeof r->auth_header, "%s", auth);
 		else if (auth)
 			snprintf(r->auth_header, sizeof r->auth_header, "%s", "too long");
-		const char *sess = MHD_lookup_connection_value(mc, MHD_COOKIE_KIND, "meter_session");
+		const char *sess =
+		        MHD_lookup_connection_value(mc, MHD_COOKIE_KIND, "meter_session");
 		if (sess && strlen(sess) < sizeof r->session)
 			snprintf(r->session, sizeof r->session, "%s", sess);
 		*con_cls = r;

@@ -424,9 +424,7 @@ static int one(PGconn *c, const struct meter_plan *plans, size_t nplans, char *e
 		r = run(c,
 		        "UPDATE rollup_queue SET waiting = 'not registered' WHERE sandbox_id = $1",
 		        1, p, PGRES_COMMAND_OK, "could not park a mark", err, errlen);
-	} else if (rate(c, &j, err, errlen) && store(c, &j, err, errlen) &&
-	           limits_check_usage(c, j.account, now_realtime_us(), plans, nplans, err,
-	                              errlen)) {
+	} else if (rate(c, &j, err, errlen) && store(c, &j, err, errlen)) {
 		r = run(c, "DELETE FROM rollup_queue WHERE sandbox_id = $1", 1, p, PGRES_COMMAND_OK,
 		        "could not clear a mark", err, errlen);
 	} else if (PQstatus(c) == CONNECTION_OK) {
@@ -446,6 +444,17 @@ static int one(PGconn *c, const struct meter_plan *plans, size_t nplans, char *e
 	r = run(c, "COMMIT", 0, NULL, PGRES_COMMAND_OK, "could not commit", err, errlen);
 	if (r)
 		result = 1;
+	/* Limits after the commit, on their own: a failure here is logged and never holds
+	 * the rating back (the next rating of the account checks again). */
+	if (r && found) {
+		char lerr[512];
+		if (!limits_check_usage(c, j.account, now_realtime_us(), plans, nplans, lerr,
+		                        sizeof lerr))
+			log_warn("rollup: could not check the limits of account %s: %s", j.account,
+			         lerr);
+		if (PQtransactionStatus(c) != PQTRANS_IDLE)
+			PQclear(PQexec(c, "ROLLBACK"));
+	}
 out:
 	PQclear(r);
 	free(j.b);
@@ -459,10 +468,16 @@ int rollup_pass(PGconn *c, char *err, size_t errlen)
 	struct meter_plan *plans = NULL;
 	size_t nplans = 0;
 	int done = 0, rc;
-	if (!plans_load(c, &plans, &nplans, err, errlen))
-		return -1;
-	while ((rc = one(c, plans, nplans, err, errlen)) == 1)
-		done++;
+	/* Plans are read again for every sandbox: a pass may be long, and a plan added
+	 * meanwhile must be known before usage under it is priced. */
+	do {
+		free(plans);
+		plans = NULL;
+		if (!plans_load(c, &plans, &nplans, err, errlen))
+			return -1;
+		rc = one(c, plans, nplans, err, errlen);
+		done += rc == 1;
+	} while (rc == 1);
 	free(plans);
 	return rc < 0 ? -1 : done;
 }

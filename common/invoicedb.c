@@ -96,7 +96,7 @@ static bool adjustments(PGconn *c, const char *account, int64_t month_us,
 		int64_t f;
 		struct month_usage now;
 		ok = col(months, i, 0, &f) &&
-		     month_usage_load(c, account, f, plans, nplans, &now, err, errlen);
+		     month_usage_load(c, account, f, 0, plans, nplans, &now, err, errlen);
 		if (!ok)
 			break;
 		char fs[24];
@@ -109,8 +109,10 @@ static bool adjustments(PGconn *c, const char *account, int64_t month_us,
 		          "sum(covered_wall_us) FROM invoice_quantities WHERE account_id = $1 "
 		          "AND for_month = " MONTH_OF("$2") " GROUP BY price_plan_id",
 		          2, bp, PGRES_TUPLES_OK, "could not read final invoices", err, errlen);
-		if (b == NULL)
+		if (b == NULL) {
+			PQclear(months);
 			return false;
+		}
 		/* delta = now - billed, per plan */
 		struct meter_plan_usage delta[MONTH_PLANS_MAX];
 		size_t nd = 0;
@@ -147,12 +149,16 @@ static bool adjustments(PGconn *c, const char *account, int64_t month_us,
 		for (size_t k = 0; k < nd; k++)
 			if (nonzero(&delta[k].used) || nonzero(&delta[k].covered)) {
 				changed[nc++] = delta[k];
-				if (*nrows < cap)
-					rows[(*nrows)++] =
-					        (struct qrow){.for_month = f,
-					                      .plan_id = delta[k].plan->id,
-					                      .used = delta[k].used,
-					                      .covered = delta[k].covered};
+				if (*nrows == cap) {
+					snprintf(err, errlen,
+					         "too many adjustments for one invoice");
+					PQclear(months);
+					return false;
+				}
+				rows[(*nrows)++] = (struct qrow){.for_month = f,
+				                                 .plan_id = delta[k].plan->id,
+				                                 .used = delta[k].used,
+				                                 .covered = delta[k].covered};
 			}
 		if (nc && meter_invoice_adjust(inv, f, changed, nc) != METER_OK) {
 			snprintf(err, errlen,
@@ -202,6 +208,35 @@ static bool store(PGconn *c, const char *account, int64_t month_us, meter_money 
 	return true;
 }
 
+/* The lines of a month now: its own usage, then adjustments of earlier final months. */
+static bool lines(PGconn *c, const char *account, int64_t month_us, const struct meter_plan *plans,
+                  size_t nplans, struct meter_invoice *inv, struct qrow *rows, size_t *nrows,
+                  char *err, size_t errlen)
+{
+	struct month_usage mu;
+	if (!month_usage_load(c, account, month_us, 0, plans, nplans, &mu, err, errlen))
+		return false;
+	if (meter_invoice_build(mu.plans, mu.n, inv) != METER_OK) {
+		snprintf(err, errlen, "the invoice cannot be computed");
+		return false;
+	}
+	for (size_t i = 0; i < mu.n; i++)
+		rows[(*nrows)++] = (struct qrow){.for_month = month_us,
+		                                 .plan_id = mu.plans[i].plan->id,
+		                                 .used = mu.plans[i].used,
+		                                 .covered = mu.plans[i].covered};
+	return adjustments(c, account, month_us, plans, nplans, inv, rows, nrows,
+	                   4 * MONTH_PLANS_MAX, err, errlen);
+}
+
+bool invoice_lines(PGconn *c, const char *account, int64_t month_us, const struct meter_plan *plans,
+                   size_t nplans, struct meter_invoice *inv, char *err, size_t errlen)
+{
+	struct qrow rows[4 * MONTH_PLANS_MAX];
+	size_t nrows = 0;
+	return lines(c, account, month_us, plans, nplans, inv, rows, &nrows, err, errlen);
+}
+
 bool invoice_get(PGconn *c, const char *account, int64_t month_us, int64_t now_us, int64_t grace_us,
                  const struct meter_plan *plans, size_t nplans, struct invoice_doc *out, char *err,
                  size_t errlen)
@@ -211,15 +246,20 @@ bool invoice_get(PGconn *c, const char *account, int64_t month_us, int64_t now_u
 	struct meter_invoice inv;
 	struct qrow rows[4 * MONTH_PLANS_MAX];
 	size_t nrows = 0;
-	bool ok = false;
+	bool ok = false, locked = false;
 	memset(out, 0, sizeof *out);
 	snprintf(m, sizeof m, "%lld", (long long)month_us);
 	const char *p[] = {account, m};
-	if ((r = q(c, "BEGIN", 0, NULL, PGRES_COMMAND_OK, "could not begin", err, errlen)) == NULL)
+	/* The account's lock first, then one snapshot for every read (REPEATABLE READ
+	 * takes its snapshot at the first statement, after the lock is granted). */
+	r = q(c, "SELECT pg_advisory_lock(hashtext('meter.invoice:' || $1))", 1, p, PGRES_TUPLES_OK,
+	      "could not lock the account's invoices", err, errlen);
+	if (r == NULL)
 		return false;
 	PQclear(r);
-	r = q(c, "SELECT pg_advisory_xact_lock(hashtext('meter.invoice:' || $1))", 1, p,
-	      PGRES_TUPLES_OK, "could not lock the account's invoices", err, errlen);
+	locked = true;
+	r = q(c, "BEGIN ISOLATION LEVEL REPEATABLE READ", 0, NULL, PGRES_COMMAND_OK,
+	      "could not begin", err, errlen);
 	if (r == NULL)
 		goto out;
 	PQclear(r);
@@ -247,20 +287,7 @@ bool invoice_get(PGconn *c, const char *account, int64_t month_us, int64_t now_u
 		goto out;
 	}
 	out->found = true;
-	struct month_usage mu;
-	if (!month_usage_load(c, account, month_us, plans, nplans, &mu, err, errlen))
-		goto out;
-	if (meter_invoice_build(mu.plans, mu.n, &inv) != METER_OK) {
-		snprintf(err, errlen, "the invoice cannot be computed");
-		goto out;
-	}
-	for (size_t i = 0; i < mu.n; i++)
-		rows[nrows++] = (struct qrow){.for_month = month_us,
-		                              .plan_id = mu.plans[i].plan->id,
-		                              .used = mu.plans[i].used,
-		                              .covered = mu.plans[i].covered};
-	if (!adjustments(c, account, month_us, plans, nplans, &inv, rows, &nrows,
-	                 sizeof rows / sizeof rows[0], err, errlen))
+	if (!lines(c, account, month_us, plans, nplans, &inv, rows, &nrows, err, errlen))
 		goto out;
 	int64_t due = meter_month_next(month_us) + grace_us;
 	out->final = now_us >= due;
@@ -287,6 +314,10 @@ out:
 	PQclear(r);
 	if (PQtransactionStatus(c) != PQTRANS_IDLE)
 		PQclear(PQexec(c, "ROLLBACK"));
+	if (locked)
+		PQclear(PQexecParams(c,
+		                     "SELECT pg_advisory_unlock(hashtext('meter.invoice:' || $1))",
+		                     1, NULL, p, NULL, NULL, 0));
 	if (!ok)
 		invoice_doc_free(out);
 	return ok;

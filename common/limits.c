@@ -69,7 +69,7 @@ bool limits_check_usage(PGconn *c, const char *account, int64_t now_us,
 	struct month_usage mu;
 	struct meter_invoice inv;
 	int64_t month = meter_month_start(now_us);
-	if (!month_usage_load(c, account, month, plans, nplans, &mu, err, errlen))
+	if (!month_usage_load(c, account, month, 0, plans, nplans, &mu, err, errlen))
 		return false;
 	if (meter_invoice_build(mu.plans, mu.n, &inv) != METER_OK) {
 		snprintf(err, errlen, "account %s: the month so far cannot be computed", account);

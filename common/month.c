@@ -31,6 +31,16 @@ static bool sums(const PGresult *r, int row, int c, struct meter_usage *u)
 	       col(r, row, c + 4, &u->wall_us) && col(r, row, c + 5, &u->mem_mgib_us);
 }
 
+/* The exclusive upper bound of hour buckets counted: the month's end, or the last
+ * bucket whose intervals all end by until_us (a bucket h holds ends in (h, h+1h]). */
+static int64_t hours_end(int64_t month_start_us, int64_t until_us)
+{
+	int64_t end = meter_month_next(month_start_us);
+	if (until_us <= 0 || until_us >= end)
+		return end;
+	return until_us - INT64_C(3600000000) + 1;
+}
+
 bool plan_sum_add(struct plan_sum *sums_, size_t *n, size_t cap, int64_t plan,
                   const struct meter_usage *u)
 {
@@ -46,12 +56,13 @@ bool plan_sum_add(struct plan_sum *sums_, size_t *n, size_t cap, int64_t plan,
 	return meter_usage_add(&sums_[i].u, u) == METER_OK;
 }
 
-bool month_trial_cover(PGconn *c, const char *account, int64_t month_start_us, int64_t *left_us,
-                       struct plan_sum *covered, size_t *ncovered, char *err, size_t errlen)
+bool month_trial_cover(PGconn *c, const char *account, int64_t month_start_us, int64_t until_us,
+                       int64_t *left_us, struct plan_sum *covered, size_t *ncovered, char *err,
+                       size_t errlen)
 {
-	char from[24], to[24], limit[16];
+	char from[24], to[24], limit[24];
 	int64_t cursor = month_start_us, page = 8, left = *left_us;
-	snprintf(to, sizeof to, "%lld", (long long)meter_month_next(month_start_us));
+	snprintf(to, sizeof to, "%lld", (long long)hours_end(month_start_us, until_us));
 	while (left > 0) {
 		snprintf(from, sizeof from, "%lld", (long long)cursor);
 		snprintf(limit, sizeof limit, "%lld", (long long)page);
@@ -104,7 +115,7 @@ bool month_trial_cover(PGconn *c, const char *account, int64_t month_start_us, i
 	return true;
 }
 
-bool month_usage_load(PGconn *c, const char *account, int64_t month_start_us,
+bool month_usage_load(PGconn *c, const char *account, int64_t month_start_us, int64_t until_us,
                       const struct meter_plan *plans, size_t nplans, struct month_usage *out,
                       char *err, size_t errlen)
 {
@@ -127,11 +138,25 @@ bool month_usage_load(PGconn *c, const char *account, int64_t month_start_us,
 	PQclear(r);
 	if (!ok || !out->found)
 		return ok;
-	r = PQexecParams(c,
-	                 "SELECT price_plan_id, " SUMS " FROM account_month WHERE account_id = $1 "
-	                 "AND month = (" TS("$2") " AT TIME ZONE 'UTC')::date "
-	                                          "GROUP BY price_plan_id ORDER BY price_plan_id",
-	                 2, NULL, params, NULL, NULL, 0);
+	int64_t end = hours_end(month_start_us, until_us);
+	char endtext[24];
+	snprintf(endtext, sizeof endtext, "%lld", (long long)end);
+	const char *hp[] = {account, month, endtext};
+	if (end == meter_month_next(month_start_us))
+		r = PQexecParams(
+		        c,
+		        "SELECT price_plan_id, " SUMS " FROM account_month WHERE account_id = $1 "
+		        "AND month = (" TS("$2") " AT TIME ZONE 'UTC')::date "
+		                                 "GROUP BY price_plan_id ORDER BY price_plan_id",
+		        2, NULL, params, NULL, NULL, 0);
+	else /* part of the month: from the hours */
+		r = PQexecParams(c,
+		                 "SELECT price_plan_id, " SUMS
+		                 " FROM usage_hourly WHERE account_id = $1 "
+		                 "AND hour >= " TS("$2") " AND hour < " TS(
+		                         "$3") " "
+		                               "GROUP BY price_plan_id ORDER BY price_plan_id",
+		                 3, NULL, hp, NULL, NULL, 0);
 	ok = db_check(r, PGRES_TUPLES_OK, "could not read the month's usage", err, errlen);
 	struct plan_sum used[MONTH_PLANS_MAX], cov[MONTH_PLANS_MAX];
 	size_t nused = 0, ncov = 0;
@@ -152,8 +177,8 @@ bool month_usage_load(PGconn *c, const char *account, int64_t month_start_us,
 	if (left >= out->wall_us) {
 		memcpy(cov, used, sizeof used[0] * nused);
 		ncov = nused;
-	} else if (left > 0 &&
-	           !month_trial_cover(c, account, month_start_us, &left, cov, &ncov, err, errlen)) {
+	} else if (left > 0 && !month_trial_cover(c, account, month_start_us, until_us, &left, cov,
+	                                          &ncov, err, errlen)) {
 		return false;
 	}
 	for (size_t i = 0; i < nused; i++) {

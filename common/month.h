@@ -33,12 +33,14 @@ bool plan_sum_add(struct plan_sum *sums, size_t *n, size_t cap, int64_t plan,
 
 /*
  * The part of the month's usage (from month_start_us) the grant covers,
- * given the grant left at the month's start in *left_us; on return *left_us
+ * (until until_us when not 0), given the grant left at the month's start in
+ * *left_us; on return *left_us
  * is what is left after the month. Reads the hours in order, a few at first,
  * so an account whose grant runs out early reads only its first hours.
  */
-bool month_trial_cover(PGconn *c, const char *account, int64_t month_start_us, int64_t *left_us,
-                       struct plan_sum *covered, size_t *ncovered, char *err, size_t errlen);
+bool month_trial_cover(PGconn *c, const char *account, int64_t month_start_us, int64_t until_us,
+                       int64_t *left_us, struct plan_sum *covered, size_t *ncovered, char *err,
+                       size_t errlen);
 
 struct month_usage {
 	struct meter_plan_usage plans[MONTH_PLANS_MAX]; /* plan points into the plans given */
@@ -48,11 +50,13 @@ struct month_usage {
 };
 
 /*
- * The month's usage per plan, with the trial's part, for account. plans are
+ * The month's usage per plan, with the trial's part, for account, counting
+ * only intervals that end by until_us when it is not 0 (and earlier than the
+ * month's end): the month to date as it stood then. plans are
  * all price plans (pointers into them are kept). false with err on a database
  * failure; out->found false when there is no such account.
  */
-bool month_usage_load(PGconn *c, const char *account, int64_t month_start_us,
+bool month_usage_load(PGconn *c, const char *account, int64_t month_start_us, int64_t until_us,
                       const struct meter_plan *plans, size_t nplans, struct month_usage *out,
                       char *err, size_t errlen);
 

@@ -16,7 +16,8 @@
 #define LINK_TTL_S    600   /* 10 minutes */
 #define TOKEN_LEN     64
 
-/* Makes a session or a link (kind "session" or "link") for an admin (account NULL) or an account. */
+/* Makes a session or a link (kind "session" or "link") for an admin (account NULL) or an account.
+ */
 bool session_create(PGconn *c, const char *kind, const char *account, char token[TOKEN_LEN + 1],
                     char *err, size_t errlen);
 
@@ -28,8 +29,8 @@ bool session_lookup(PGconn *c, const char *token, bool *found, bool *admin, char
                     size_t alen, char *err, size_t errlen);
 
 /* Uses a link up (once): *found false when unknown, used or expired. */
-bool link_redeem(PGconn *c, const char *token, bool *found, bool *admin, char *account,
-                 size_t alen, char *err, size_t errlen);
+bool link_redeem(PGconn *c, const char *token, bool *found, bool *admin, char *account, size_t alen,
+                 char *err, size_t errlen);
 
 /* Ends a session (logout); an unknown token is no error. */
 bool session_delete(PGconn *c, const char *token, char *err, size_t errlen);
