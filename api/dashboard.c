@@ -561,7 +561,20 @@ void h_dashboard(struct req *r)
 	}
 	if (n == 0)
 		put(&p, "<tr><td colspan=\"4\" class=\"muted\">no usage this month yet</td></tr>");
-	put(&p, "</table></section><p class=\"muted\">Amounts: cents rounded half up, the exact "
+	put(&p, "</table></section><section><h2>Exports of %s</h2><p>", month_name);
+	const char *kinds[][2] = {{"focus", "FOCUS CSV (for FinOps tools)"},
+	                          {"usage", "usage per sandbox (CSV)"}};
+	for (int k = 0; k < 2; k++) {
+		put(&p, "<a class=\"export\" href=\"/dashboard/exports/%s?format=%s", month_name,
+		    kinds[k][0]);
+		if (r->admin) {
+			put(&p, "&amp;account=");
+			esc(&p, id);
+		}
+		put(&p, "\">%s</a>%s", kinds[k][1], k == 0 ? " &middot; " : "");
+	}
+	put(&p, "</p></section>");
+	put(&p, "<p class=\"muted\">Amounts: cents rounded half up, the exact "
 	        "amount on hover. Daily figures are at list prices; the trial's credit is in the "
 	        "month to date.</p>");
 	free(sbs);

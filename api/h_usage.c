@@ -8,6 +8,7 @@
 #include "api/plancache.h"
 #include "api/queries.h"
 #include "api/routes.h"
+#include "common/export.h"
 #include "common/invoicedb.h"
 #include "common/month.h"
 #include "common/plans.h"
@@ -541,4 +542,79 @@ out:
 	PQclear(sb);
 	PQclear(res);
 	PQclear(peak);
+}
+
+/* ---- exports ---- */
+
+/*
+ * GET /v1/accounts/{id}/exports/{YYYY-MM}?format=focus|usage, and the same for
+ * the dashboard at /dashboard/exports/{YYYY-MM} (an admin adds ?account=ID):
+ * CSV files for finance tools (common/export.h), as downloads.
+ */
+static void export_answer(struct req *r, const char *id, const char *month_text, const char *format)
+{
+	static const struct in_field mf[] = {{"month", IN_MONTH, 0, 0, 0, true, NULL}};
+	struct in_value mv[1];
+	struct problem p;
+	const struct in_arg month_arg = {"month", month_text};
+	if (!in_query(&month_arg, 1, mf, 1, mv, &p)) {
+		reply_problem(r, &p);
+		return;
+	}
+	if (!req_may_see(r, id))
+		return;
+	PGconn *c = req_db(r);
+	struct meter_plan *plans = NULL;
+	size_t nplans = 0;
+	char err[256];
+	if (c == NULL || !load_plans(r, c, &plans, &nplans))
+		return;
+	const char *params[] = {id};
+	PGresult *acc = q_exec(c, Q_ACCOUNT, 1, params);
+	if (PQresultStatus(acc) != PGRES_TUPLES_OK || PQntuples(acc) != 1) {
+		if (PQresultStatus(acc) != PGRES_TUPLES_OK)
+			reply_db_error(r, "could not read the account", acc);
+		else
+			reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found",
+			               id);
+		PQclear(acc);
+		free(plans);
+		return;
+	}
+	PQclear(acc);
+	bool focus = strcmp(format, "focus") == 0;
+	char *csv = focus ? export_focus(c, id, mv[0].num, plans, nplans, err, sizeof err)
+	                  : export_usage(c, id, mv[0].num, plans, nplans, err, sizeof err);
+	free(plans);
+	if (csv == NULL) {
+		reply_db_error(r, err, NULL);
+		return;
+	}
+	reply_text(r, 200, "text/csv; charset=utf-8", csv, strlen(csv));
+	free(csv);
+}
+
+void h_export(struct req *r)
+{
+	static const struct in_field f[] = {{"format", IN_ENUM, 0, 0, 0, true, "focus|usage"}};
+	struct in_value v[1];
+	struct problem p;
+	if (!in_query(r->args, r->nargs, f, 1, v, &p)) {
+		reply_problem(r, &p);
+		return;
+	}
+	export_answer(r, r->param[0], r->param[1], v[0].text);
+}
+
+void h_dashboard_export(struct req *r)
+{
+	static const struct in_field f[] = {{"format", IN_ENUM, 0, 0, 0, true, "focus|usage"},
+	                                    {"account", IN_ID, 0, 0, 0, false, NULL}};
+	struct in_value v[2];
+	struct problem p;
+	if (!in_query(r->args, r->nargs, f, 2, v, &p)) {
+		reply_problem(r, &p);
+		return;
+	}
+	export_answer(r, v[1].set ? v[1].text : r->account, r->param[0], v[0].text);
 }

@@ -15,6 +15,7 @@ const struct route routes[] = {
         {"GET", "/v1/accounts/{id}/trial", AUTH_ANY, h_trial, false},
         {"GET", "/v1/accounts/{id}/invoices/{month}", AUTH_ANY, h_invoice, false},
         {"GET", "/v1/accounts/{id}/forecast", AUTH_ANY, h_forecast, false},
+        {"GET", "/v1/accounts/{id}/exports/{month}", AUTH_ANY, h_export, false},
         {"POST", "/v1/sandboxes", AUTH_ADMIN, h_sandbox_new, false},
         {"GET", "/v1/sandboxes/{id}", AUTH_ANY, h_sandbox_get, false},
         {"POST", "/v1/sandboxes/{id}/stop", AUTH_ADMIN, h_sandbox_stop, false},
@@ -27,5 +28,6 @@ const struct route routes[] = {
         {"POST", "/logout", AUTH_PUBLIC, h_logout, true},
         {"GET", "/dashboard", AUTH_ANY, h_dashboard, true},
         {"GET", "/dashboard/sandboxes/{id}", AUTH_ANY, h_dashboard_sandbox, true},
+        {"GET", "/dashboard/exports/{month}", AUTH_ANY, h_dashboard_export, true},
 };
 const int routes_count = sizeof routes / sizeof routes[0];

@@ -32,6 +32,8 @@ void h_trial(struct req *r);
 void h_invoice(struct req *r);
 void h_forecast(struct req *r);
 void h_sandbox_usage(struct req *r);
+void h_export(struct req *r);
+void h_dashboard_export(struct req *r);
 
 /* api/dashboard.c */
 void h_login_page(struct req *r);

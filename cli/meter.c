@@ -17,6 +17,7 @@
 #include "common/db.h"
 #include "common/keys.h"
 #include "common/log.h"
+#include "common/export.h"
 #include "common/invoicedb.h"
 #include "common/sessions.h"
 #include "common/opts.h"
@@ -320,6 +321,49 @@ static int run_login_link(const struct opt_val *v)
 	return 0;
 }
 
+/* ---- export ---- */
+
+static const struct opt_def export_opts[] = {
+        {"account", OPT_STRING, 0, 0, 0, NULL, NULL, true, "the account"},
+        {"month", OPT_STRING, 0, 0, 0, NULL, NULL, true, "the month, YYYY-MM (UTC)"},
+        {"format", OPT_STRING, 0, 0, 0, "focus", NULL, false,
+         "focus (FOCUS-shaped CSV) or usage (per sandbox CSV)"},
+};
+
+static int run_export(const struct opt_val *v)
+{
+	char err[ERRLEN], full[32];
+	int64_t month;
+	if (strlen(v[1].str) != 7 || v[1].str[4] != '-' ||
+	    (snprintf(full, sizeof full, "%s-01T00:00:00Z", v[1].str),
+	     meter_time_parse(full, &month) != METER_OK)) {
+		log_error("export: --month: \"%s\" is not a month as YYYY-MM", v[1].str);
+		return EXIT_USAGE;
+	}
+	bool focus = strcmp(v[2].str, "focus") == 0;
+	if (!focus && strcmp(v[2].str, "usage") != 0) {
+		log_error("export: --format: \"%s\" is not focus or usage", v[2].str);
+		return EXIT_USAGE;
+	}
+	PGconn *c = connect_or_log();
+	if (c == NULL)
+		return 1;
+	struct meter_plan *plans = NULL;
+	size_t nplans = 0;
+	char *csv = NULL;
+	if (plans_load(c, &plans, &nplans, err, sizeof err))
+		csv = focus ? export_focus(c, v[0].str, month, plans, nplans, err, sizeof err)
+		            : export_usage(c, v[0].str, month, plans, nplans, err, sizeof err);
+	if (csv)
+		fputs(csv, stdout);
+	else
+		log_error("export: %s", err);
+	free(csv);
+	free(plans);
+	PQfinish(c);
+	return csv ? 0 : 1;
+}
+
 static const struct verb verbs[] = {
         {"migrate", "usage: meter migrate [--dir DIR]\napplies the migrations not yet applied",
          migrate_opts, NOPTS(migrate_opts), run_migrate},
@@ -329,6 +373,10 @@ static const struct verb verbs[] = {
          "usage: meter rates --vcpus N --memory-gib N [--json]\n"
          "the busy and idle price of one hour of a sandbox",
          rates_opts, NOPTS(rates_opts), run_rates},
+        {"export",
+         "usage: meter export --account ID --month YYYY-MM [--format focus|usage]\n"
+         "a month as CSV for finance tools",
+         export_opts, NOPTS(export_opts), run_export},
         {"login-link",
          "usage: meter login-link --admin | --account ID\n"
          "prints a one-time dashboard login link (path), good for 10 minutes",

@@ -7,6 +7,7 @@
 #include "meter/checked.h"
 #include "meter/decimal.h"
 #include "meter/timefmt.h"
+#include "reports/csv.h"
 
 void report_month(int64_t month_start_us, char *buf, size_t len)
 {
@@ -122,41 +123,16 @@ cJSON *report_invoice_json(const struct invoice_meta *m, const struct meter_invo
 	return o;
 }
 
-/* Appends one RFC 4180 field, quoted when it holds a comma, quote or line break. */
-static void field(char **p, const char *s, bool last)
-{
-	bool quote = strpbrk(s, ",\"\r\n") != NULL;
-	if (quote)
-		*(*p)++ = '"';
-	for (; *s; s++) {
-		if (*s == '"')
-			*(*p)++ = '"';
-		*(*p)++ = *s;
-	}
-	if (quote)
-		*(*p)++ = '"';
-	if (last) {
-		*(*p)++ = '\r';
-		*(*p)++ = '\n';
-	} else {
-		*(*p)++ = ',';
-	}
-}
-
 char *report_invoice_csv(const struct invoice_meta *m, const struct meter_invoice *inv)
 {
 	(void)m;
-	/* Every field at most doubles when quoted: a generous bound per row. */
-	char *buf = malloc((inv->n + 2) * 1600 + 1), *p = buf;
+	struct csv out = {0};
 	char item[48], desc[400], q[METER_DECIMAL_BUF], a[METER_MONEY_BUF], e[METER_MONEY_BUF],
 	        price[METER_MONEY_BUF];
 	const char *unit;
-	if (buf == NULL)
-		return NULL;
-	const char *head[] = {"item",       "description", "quantity",    "unit",
-	                      "unit_price", "amount",      "amount_exact"};
-	for (int k = 0; k < 7; k++)
-		field(&p, head[k], k == 6);
+	static const char *const head[] = {"item",       "description", "quantity",    "unit",
+	                                   "unit_price", "amount",      "amount_exact"};
+	csv_row(&out, head, 7);
 	for (size_t i = 0; i < inv->n; i++) {
 		const struct meter_invoice_line *l = &inv->lines[i];
 		describe(l, item, sizeof item, desc, sizeof desc, &unit);
@@ -165,16 +141,13 @@ char *report_invoice_csv(const struct invoice_meta *m, const struct meter_invoic
 		meter_money_format_exact(l->amount, e, sizeof e);
 		meter_decimal_format(l->unit_price, METER_MONEY_SCALE, 0, price, sizeof price);
 		const char *row[] = {item, desc, q, unit, l->plan ? price : "", a, e};
-		for (int k = 0; k < 7; k++)
-			field(&p, row[k], k == 6);
+		csv_row(&out, row, 7);
 	}
 	meter_money_format_cents(inv->total, a, sizeof a);
 	meter_money_format_exact(inv->total, e, sizeof e);
 	const char *total[] = {"total", "", "", "", "", a, e};
-	for (int k = 0; k < 7; k++)
-		field(&p, total[k], k == 6);
-	*p = '\0';
-	return buf;
+	csv_row(&out, total, 7);
+	return out.buf;
 }
 
 /* Appends s with HTML's five special characters escaped. */

@@ -780,6 +780,84 @@ static void rollups_match_the_raw_rating_around_stops_and_overlaps(void **state)
 	same_as_raw(f, "st", "2026-10-05T04:00:00Z", "2026-10-05T04:55:00Z", st2, 3);
 }
 
+/* Splits one CSV line (RFC 4180, quotes) into at most max fields, in place. */
+static int csv_split(char *line, char **fields, int max)
+{
+	int n = 0;
+	char *p = line;
+	while (n < max) {
+		char *out = p;
+		fields[n++] = p;
+		if (*p == '"') {
+			char *q = p + 1;
+			for (;;) {
+				if (*q == '"' && q[1] == '"') {
+					*out++ = '"';
+					q += 2;
+				} else if (*q == '"') {
+					q++;
+					break;
+				} else {
+					*out++ = *q++;
+				}
+			}
+			p = q;
+		} else {
+			while (*p && *p != ',')
+				*out++ = *p++;
+		}
+		char sep = *p;
+		*out = '\0';
+		if (sep != ',')
+			break;
+		p++;
+	}
+	return n;
+}
+
+/* A FOCUS export: its columns, units, and BilledCost summing to total exactly. */
+static void check_focus(const char *csv, const char *total, int usage_rows)
+{
+	char *copy = strdup(csv), *save = NULL;
+	char *fields[32];
+	meter_money sum = 0;
+	int rows = 0, usage = 0;
+	for (char *line = strtok_r(copy, "\r\n", &save); line;
+	     line = strtok_r(NULL, "\r\n", &save)) {
+		int n = csv_split(line, fields, 32);
+		assert_int_equal(n, 19);
+		if (rows++ == 0) {
+			assert_string_equal(fields[16], "BilledCost");
+			assert_string_equal(fields[17], "EffectiveCost");
+			assert_string_equal(fields[3], "ChargePeriodStart");
+			assert_string_equal(fields[7], "ResourceId");
+			assert_string_equal(fields[9], "ServiceName");
+			assert_string_equal(fields[11], "ConsumedQuantity");
+			assert_string_equal(fields[12], "ConsumedUnit");
+			assert_string_equal(fields[13], "PricingQuantity");
+			assert_string_equal(fields[14], "PricingUnit");
+			assert_string_equal(fields[15], "ListUnitPrice");
+			continue;
+		}
+		meter_money m;
+		assert_int_equal(meter_money_parse(fields[16], true, &m), METER_OK);
+		assert_int_equal(meter_money_add(sum, m, &sum), METER_OK);
+		assert_string_equal(fields[16], fields[17]);
+		if (strcmp(fields[5], "Usage") == 0) {
+			usage++;
+			assert_true(strcmp(fields[12], "vCPU-Hours") == 0 ||
+			            strcmp(fields[12], "GiB-Hours") == 0);
+			assert_string_equal(fields[12], fields[14]);
+			assert_string_equal(fields[8], "Sandbox");
+		}
+	}
+	char got[METER_MONEY_BUF];
+	meter_money_format_exact(sum, got, sizeof got);
+	assert_string_equal(got, total);
+	assert_int_equal(usage, usage_rows);
+	free(copy);
+}
+
 static void the_worked_example_as_real_usage_invoices_1_28(void **state)
 {
 	struct fx *f = *state;
@@ -826,6 +904,20 @@ static void the_worked_example_as_real_usage_invoices_1_28(void **state)
 	http_free(&r);
 	r = call(f, "GET", "/v1/accounts/acme/invoices/2026-13", f->acct, NULL);
 	assert_int_equal(r.status, 400);
+	http_free(&r);
+	/* The FOCUS export: its BilledCost adds up to the invoice's total, exactly. */
+	r = call(f, "GET", "/v1/accounts/acme/exports/2026-10?format=focus", f->acct, NULL);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.type, "text/csv; charset=utf-8");
+	check_focus(r.body, "1.275", 600);
+	http_free(&r);
+	r = call(f, "GET", "/v1/accounts/acme/exports/2026-10?format=usage", f->acct, NULL);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body, "sandbox_id,plan,cpu_seconds,vcpu_hours"));
+	assert_non_null(strstr(r.body, "\r\nrun-1,default,180,0.05,0.4,0.1,"));
+	http_free(&r);
+	r = call(f, "GET", "/v1/accounts/other/exports/2026-10?format=focus", f->acct, NULL);
+	assert_int_equal(r.status, 404);
 	http_free(&r);
 	/* the CLI says the same */
 	struct run_result *rr = malloc(sizeof *rr);
@@ -1267,6 +1359,12 @@ static void the_dashboard_in_headless_chromium(void **state)
 	http_do_ex(f->api.port, "GET", "/dashboard/sandboxes/sb-1", NULL, NULL, 0, cookie, &r);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strstr(r.body, "id=\"cost\""));
+	http_free(&r);
+	char exp[96];
+	snprintf(exp, sizeof exp, "/dashboard/exports/%s?format=focus", month);
+	http_do_ex(f->api.port, "GET", exp, NULL, NULL, 0, cookie, &r);
+	assert_int_equal(r.status, 200);
+	check_focus(r.body, "0.16", 2); /* the download from the page: the draft's total */
 	http_free(&r);
 	http_do_ex(f->api.port, "POST", "/logout", NULL, NULL, 0, cookie, &r);
 	assert_int_equal(r.status, 303);
