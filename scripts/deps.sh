@@ -12,6 +12,7 @@ PACKAGES=(
 	libpq-dev libmicrohttpd-dev libcjson-dev libpcre2-dev libcmocka-dev zlib1g-dev
 	postgresql postgresql-contrib
 	chromium fonts-dejavu-core
+	clang libclang-rt-14-dev
 	procps util-linux
 )
 
