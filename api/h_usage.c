@@ -106,24 +106,30 @@ bool data_as_of(struct req *r, PGconn *c, const char *id, char *out, size_t len)
 	return ok;
 }
 
-void h_usage(struct req *r)
+/* The from and to query parameters of a usage range; false when it has answered. */
+static bool read_range(struct req *r, struct in_value v[2])
 {
-	static const struct in_field f[] = {
-	        {"from", IN_TIME, 0, 0, 0, true, NULL},
-	        {"to", IN_TIME, 0, 0, 0, true, NULL},
-	};
-	struct in_value v[2];
+	static const struct in_field f[] = {{"from", IN_TIME, 0, 0, 0, true, NULL},
+	                                    {"to", IN_TIME, 0, 0, 0, true, NULL}};
 	struct problem p;
-	const char *id = r->param[0];
 	if (!in_query(r->args, r->nargs, f, 2, v, &p)) {
 		reply_problem(r, &p);
-		return;
+		return false;
 	}
 	if (v[1].num <= v[0].num || v[1].num - v[0].num > RANGE_MAX_US) {
 		reply_problemf(r, 422, "invalid-range", "Invalid range",
 		               "\"to\" must be after \"from\" and at most 400 days later");
-		return;
+		return false;
 	}
+	return true;
+}
+
+void h_usage(struct req *r)
+{
+	struct in_value v[2];
+	const char *id = r->param[0];
+	if (!read_range(r, v))
+		return;
 	if (!req_may_see(r, id))
 		return;
 	PGconn *c = req_db(r);
@@ -443,20 +449,10 @@ void h_forecast(struct req *r)
 
 void h_sandbox_usage(struct req *r)
 {
-	static const struct in_field f[] = {{"from", IN_TIME, 0, 0, 0, true, NULL},
-	                                    {"to", IN_TIME, 0, 0, 0, true, NULL}};
 	struct in_value v[2];
-	struct problem p;
 	const char *id = r->param[0];
-	if (!in_query(r->args, r->nargs, f, 2, v, &p)) {
-		reply_problem(r, &p);
+	if (!read_range(r, v))
 		return;
-	}
-	if (v[1].num <= v[0].num || v[1].num - v[0].num > RANGE_MAX_US) {
-		reply_problemf(r, 422, "invalid-range", "Invalid range",
-		               "\"to\" must be after \"from\" and at most 400 days later");
-		return;
-	}
 	PGconn *c = req_db(r);
 	if (c == NULL)
 		return;

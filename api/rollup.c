@@ -78,34 +78,23 @@ static enum meter_status emit(void *ctx, const struct meter_interval *iv,
 	return meter_usage_add_interval(&j->b[i - 1].u, &j->size, iv);
 }
 
-static PGresult *run(PGconn *c, const char *sql, int n, const char *const *p, ExecStatusType want,
-                     const char *what, char *err, size_t errlen)
-{
-	PGresult *r = PQexecParams(c, sql, n, NULL, p, NULL, NULL, 0);
-	if (!db_check(r, want, what, err, errlen)) {
-		PQclear(r);
-		return NULL;
-	}
-	return r;
-}
-
 /* Registers a sandbox from its cgroup's limits, when its path named an account. */
 static bool auto_register(PGconn *c, const char *sb, bool *done, char *err, size_t errlen)
 {
 	const char *p[] = {sb};
-	PGresult *r =
-	        run(c,
-	            "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib) "
-	            "SELECT s.sandbox_id, s.account_id, round(s.cpu_limit_millicores / 1000.0, 3), "
-	            "ceil(s.memory_limit_bytes * 1000.0 / 1073741824) / 1000 "
-	            "FROM (SELECT * FROM samples WHERE sandbox_id = $1 "
-	            "      AND account_id IS NOT NULL AND cpu_limit_millicores IS NOT NULL "
-	            "      AND memory_limit_bytes IS NOT NULL ORDER BY ts DESC LIMIT 1) s "
-	            "JOIN accounts a ON a.id = s.account_id "
-	            "WHERE s.cpu_limit_millicores <= 256000 "
-	            "AND s.memory_limit_bytes <= 1024::bigint * 1073741824 "
-	            "ON CONFLICT DO NOTHING",
-	            1, p, PGRES_COMMAND_OK, "could not register a sandbox", err, errlen);
+	PGresult *r = db_query(
+	        c,
+	        "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib) "
+	        "SELECT s.sandbox_id, s.account_id, round(s.cpu_limit_millicores / 1000.0, 3), "
+	        "ceil(s.memory_limit_bytes * 1000.0 / 1073741824) / 1000 "
+	        "FROM (SELECT * FROM samples WHERE sandbox_id = $1 "
+	        "      AND account_id IS NOT NULL AND cpu_limit_millicores IS NOT NULL "
+	        "      AND memory_limit_bytes IS NOT NULL ORDER BY ts DESC LIMIT 1) s "
+	        "JOIN accounts a ON a.id = s.account_id "
+	        "WHERE s.cpu_limit_millicores <= 256000 "
+	        "AND s.memory_limit_bytes <= 1024::bigint * 1073741824 "
+	        "ON CONFLICT DO NOTHING",
+	        1, p, PGRES_COMMAND_OK, "could not register a sandbox", err, errlen);
 	if (r == NULL)
 		return false;
 	*done = strcmp(PQcmdTuples(r), "1") == 0;
@@ -120,7 +109,7 @@ static bool load_sandbox(PGconn *c, struct job *j, bool *found, char *err, size_
 {
 	const char *p[] = {j->sandbox};
 	for (int attempt = 0; attempt < 2; attempt++) {
-		PGresult *r = run(
+		PGresult *r = db_query(
 		        c,
 		        "SELECT account_id, vcpus::text, memory_gib::text, " US(
 		                "started_at") ", " US("stopped_at") " FROM sandboxes WHERE id = $1",
@@ -185,13 +174,13 @@ static bool last_before(PGconn *c, struct job *j, int64_t inc, const char *w,
 	snprintf(incs, sizeof incs, "%lld", (long long)inc);
 	const char *p[] = {j->sandbox, incs, w};
 	PGresult *r =
-	        run(c,
-	            w ? "SELECT " US("ts") ", cpu_usage_us FROM samples WHERE sandbox_id = $1 "
-	                                   "AND incarnation = $2 AND ts <= " TS(
-	                                           "$3") " ORDER BY ts DESC LIMIT 1"
-	              : "SELECT " US("ts") ", cpu_usage_us FROM samples WHERE sandbox_id = $1 "
-	                                   "AND incarnation = $2 ORDER BY ts DESC LIMIT 1",
-	            w ? 3 : 2, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
+	        db_query(c,
+	                 w ? "SELECT " US("ts") ", cpu_usage_us FROM samples WHERE sandbox_id = $1 "
+	                                        "AND incarnation = $2 AND ts <= " TS(
+	                                                "$3") " ORDER BY ts DESC LIMIT 1"
+	                   : "SELECT " US("ts") ", cpu_usage_us FROM samples WHERE sandbox_id = $1 "
+	                                        "AND incarnation = $2 ORDER BY ts DESC LIMIT 1",
+	                 w ? 3 : 2, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
 	if (r == NULL)
 		return false;
 	*found = PQntuples(r) == 1;
@@ -222,15 +211,16 @@ static bool rate(PGconn *c, struct job *j, char *err, size_t errlen)
 	int64_t *incs = NULL;
 	enum meter_status st = METER_OK;
 	bool ok = false;
-	order = run(c,
-	            "SELECT incarnation FROM samples WHERE sandbox_id = $1 "
-	            "GROUP BY incarnation ORDER BY min(ts), incarnation",
-	            1, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
-	win = order ? run(c,
-	                  "SELECT incarnation, " US("ts") ", cpu_usage_us FROM samples "
-	                                                  "WHERE sandbox_id = $1 AND ts > " TS(
-	                                                          "$2") " ORDER BY ts, incarnation",
-	                  2, p, PGRES_TUPLES_OK, "could not read samples", err, errlen)
+	order = db_query(c,
+	                 "SELECT incarnation FROM samples WHERE sandbox_id = $1 "
+	                 "GROUP BY incarnation ORDER BY min(ts), incarnation",
+	                 1, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
+	win = order ? db_query(c,
+	                       "SELECT incarnation, " US(
+	                               "ts") ", cpu_usage_us FROM samples "
+	                                     "WHERE sandbox_id = $1 AND ts > " TS(
+	                                             "$2") " ORDER BY ts, incarnation",
+	                       2, p, PGRES_TUPLES_OK, "could not read samples", err, errlen)
 	            : NULL;
 	if (win == NULL)
 		goto out;
@@ -310,7 +300,7 @@ static bool store(PGconn *c, struct job *j, char *err, size_t errlen)
 	char w[24];
 	snprintf(w, sizeof w, "%lld", (long long)j->window);
 	const char *p[] = {j->account, j->sandbox, w};
-	PGresult *r = run(
+	PGresult *r = db_query(
 	        c,
 	        "WITH old AS (DELETE FROM usage_hourly WHERE account_id = $1 AND sandbox_id = $2 "
 	        "  AND hour > " TS(
@@ -346,7 +336,8 @@ static bool store(PGconn *c, struct job *j, char *err, size_t errlen)
 		snprintf(v[7], 24, "%lld", (long long)b->u.mem_mgib_us);
 		const char *q[] = {j->account, j->sandbox, v[0], v[1], v[2],
 		                   v[3],       v[4],       v[5], v[6], v[7]};
-		r = run(c,
+		r = db_query(
+		        c,
 		        "WITH ins AS (INSERT INTO usage_hourly (account_id, sandbox_id, hour, "
 		        "  price_plan_id, cpu_measured_us, cpu_billed_us, busy_us, idle_us, "
 		        "wall_us, "
@@ -385,11 +376,13 @@ static int one(PGconn *c, const struct meter_plan *plans, size_t nplans, char *e
 {
 	struct job j = {.plans = plans, .nplans = nplans};
 	int result = -1;
-	PGresult *r = run(c, "BEGIN", 0, NULL, PGRES_COMMAND_OK, "could not begin", err, errlen);
+	PGresult *r =
+	        db_query(c, "BEGIN", 0, NULL, PGRES_COMMAND_OK, "could not begin", err, errlen);
 	if (r == NULL)
 		return -1;
 	PQclear(r);
-	r = run(c,
+	r = db_query(
+	        c,
 	        "SELECT sandbox_id, CASE WHEN from_ts = '-infinity' THEN NULL ELSE " US(
 	                "from_ts") " END "
 	                           "FROM rollup_queue WHERE waiting IS NULL ORDER BY queued_at "
@@ -421,12 +414,13 @@ static int one(PGconn *c, const struct meter_plan *plans, size_t nplans, char *e
 		j.window = meter_hour_of(j.stopped) > 0 ? meter_hour_of(j.stopped) : 0;
 	const char *p[] = {j.sandbox};
 	if (!found) {
-		r = run(c,
+		r = db_query(
+		        c,
 		        "UPDATE rollup_queue SET waiting = 'not registered' WHERE sandbox_id = $1",
 		        1, p, PGRES_COMMAND_OK, "could not park a mark", err, errlen);
 	} else if (rate(c, &j, err, errlen) && store(c, &j, err, errlen)) {
-		r = run(c, "DELETE FROM rollup_queue WHERE sandbox_id = $1", 1, p, PGRES_COMMAND_OK,
-		        "could not clear a mark", err, errlen);
+		r = db_query(c, "DELETE FROM rollup_queue WHERE sandbox_id = $1", 1, p,
+		             PGRES_COMMAND_OK, "could not clear a mark", err, errlen);
 	} else if (PQstatus(c) == CONNECTION_OK) {
 		/* This sandbox cannot be rated (samples before any price plan, say): park its
 		 * mark with the reason, so the others go on; new samples wake it again. */
@@ -435,13 +429,13 @@ static int one(PGconn *c, const struct meter_plan *plans, size_t nplans, char *e
 		log_warn("rollup: sandbox %s %s", j.sandbox, err);
 		PQclear(PQexec(c, "ROLLBACK"));
 		const char *q[] = {j.sandbox, why};
-		r = run(c, "UPDATE rollup_queue SET waiting = $2 WHERE sandbox_id = $1", 2, q,
-		        PGRES_COMMAND_OK, "could not park a mark", err, errlen);
+		r = db_query(c, "UPDATE rollup_queue SET waiting = $2 WHERE sandbox_id = $1", 2, q,
+		             PGRES_COMMAND_OK, "could not park a mark", err, errlen);
 	}
 	if (r == NULL)
 		goto out;
 	PQclear(r);
-	r = run(c, "COMMIT", 0, NULL, PGRES_COMMAND_OK, "could not commit", err, errlen);
+	r = db_query(c, "COMMIT", 0, NULL, PGRES_COMMAND_OK, "could not commit", err, errlen);
 	if (r)
 		result = 1;
 	/* Limits after the commit, on their own: a failure here is logged and never holds

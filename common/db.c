@@ -98,3 +98,14 @@ const char *db_sqlstate(const PGresult *r)
 	const char *s = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
 	return s ? s : "";
 }
+
+PGresult *db_query(PGconn *c, const char *sql, int n, const char *const *params,
+                   ExecStatusType want, const char *what, char *err, size_t errlen)
+{
+	PGresult *r = PQexecParams(c, sql, n, NULL, params, NULL, NULL, 0);
+	if (!db_check(r, want, what, err, errlen)) {
+		PQclear(r);
+		return NULL;
+	}
+	return r;
+}

@@ -31,6 +31,13 @@ bool db_check(const PGresult *r, ExecStatusType want, const char *what, char *er
 /* Runs one command with no parameters and no rows; false with err on failure. */
 bool db_exec(PGconn *c, const char *sql, char *err, size_t errlen);
 
+/*
+ * Runs sql with text parameters; the result when its status is want, else
+ * NULL with err ("<what>: <server message>"). The caller clears the result.
+ */
+PGresult *db_query(PGconn *c, const char *sql, int n, const char *const *params,
+                   ExecStatusType want, const char *what, char *err, size_t errlen);
+
 /* The SQLSTATE of a failed result, or "" when there is none. */
 const char *db_sqlstate(const PGresult *r);
 

@@ -29,17 +29,6 @@ void invoice_doc_free(struct invoice_doc *d)
 	d->json = d->csv = d->html = NULL;
 }
 
-static PGresult *q(PGconn *c, const char *sql, int n, const char *const *p, ExecStatusType want,
-                   const char *what, char *err, size_t errlen)
-{
-	PGresult *r = PQexecParams(c, sql, n, NULL, p, NULL, NULL, 0);
-	if (!db_check(r, want, what, err, errlen)) {
-		PQclear(r);
-		return NULL;
-	}
-	return r;
-}
-
 static bool col(const PGresult *r, int row, int c, int64_t *out)
 {
 	return meter_decimal_parse(PQgetvalue(r, row, c), 0, true, out) == METER_OK;
@@ -79,16 +68,16 @@ static bool adjustments(PGconn *c, const char *account, int64_t month_us,
 	char m[24];
 	snprintf(m, sizeof m, "%lld", (long long)month_us);
 	const char *p[] = {account, m};
-	PGresult *months =
-	        q(c,
-	          "SELECT DISTINCT (extract(epoch FROM for_month::timestamp) * 1000000)::bigint "
-	          "FROM invoice_quantities WHERE account_id = $1 AND for_month < " MONTH_OF(
-	                  "$2") " "
-	                        "UNION SELECT (extract(epoch FROM month::timestamp) * "
-	                        "1000000)::bigint "
-	                        "FROM invoices WHERE account_id = $1 AND month < " MONTH_OF(
-	                                "$2") " ORDER BY 1",
-	          2, p, PGRES_TUPLES_OK, "could not read final invoices", err, errlen);
+	PGresult *months = db_query(
+	        c,
+	        "SELECT DISTINCT (extract(epoch FROM for_month::timestamp) * 1000000)::bigint "
+	        "FROM invoice_quantities WHERE account_id = $1 AND for_month < " MONTH_OF(
+	                "$2") " "
+	                      "UNION SELECT (extract(epoch FROM month::timestamp) * "
+	                      "1000000)::bigint "
+	                      "FROM invoices WHERE account_id = $1 AND month < " MONTH_OF(
+	                              "$2") " ORDER BY 1",
+	        2, p, PGRES_TUPLES_OK, "could not read final invoices", err, errlen);
 	if (months == NULL)
 		return false;
 	bool ok = true;
@@ -102,13 +91,13 @@ static bool adjustments(PGconn *c, const char *account, int64_t month_us,
 		char fs[24];
 		snprintf(fs, sizeof fs, "%lld", (long long)f);
 		const char *bp[] = {account, fs};
-		PGresult *b =
-		        q(c,
-		          "SELECT price_plan_id, sum(cpu_billed_us), sum(memory_mgib_us), "
-		          "sum(wall_us), sum(covered_cpu_billed_us), sum(covered_memory_mgib_us), "
-		          "sum(covered_wall_us) FROM invoice_quantities WHERE account_id = $1 "
-		          "AND for_month = " MONTH_OF("$2") " GROUP BY price_plan_id",
-		          2, bp, PGRES_TUPLES_OK, "could not read final invoices", err, errlen);
+		PGresult *b = db_query(
+		        c,
+		        "SELECT price_plan_id, sum(cpu_billed_us), sum(memory_mgib_us), "
+		        "sum(wall_us), sum(covered_cpu_billed_us), sum(covered_memory_mgib_us), "
+		        "sum(covered_wall_us) FROM invoice_quantities WHERE account_id = $1 "
+		        "AND for_month = " MONTH_OF("$2") " GROUP BY price_plan_id",
+		        2, bp, PGRES_TUPLES_OK, "could not read final invoices", err, errlen);
 		if (b == NULL) {
 			PQclear(months);
 			return false;
@@ -178,10 +167,11 @@ static bool store(PGconn *c, const char *account, int64_t month_us, meter_money 
 	snprintf(m, sizeof m, "%lld", (long long)month_us);
 	meter_money_format_exact(total, t, sizeof t);
 	const char *p[] = {account, m, t, d->json, d->csv, d->html};
-	PGresult *r = q(c,
-	                "INSERT INTO invoices (account_id, month, total, body_json, body_csv, "
-	                "body_html) VALUES ($1, " MONTH_OF("$2") ", $3, $4, $5, $6)",
-	                6, p, PGRES_COMMAND_OK, "could not store the final invoice", err, errlen);
+	PGresult *r =
+	        db_query(c,
+	                 "INSERT INTO invoices (account_id, month, total, body_json, body_csv, "
+	                 "body_html) VALUES ($1, " MONTH_OF("$2") ", $3, $4, $5, $6)",
+	                 6, p, PGRES_COMMAND_OK, "could not store the final invoice", err, errlen);
 	if (r == NULL)
 		return false;
 	PQclear(r);
@@ -196,11 +186,11 @@ static bool store(PGconn *c, const char *account, int64_t month_us, meter_money 
 		snprintf(v[6], 24, "%lld", (long long)rows[i].covered.mem_mgib_us);
 		snprintf(v[7], 24, "%lld", (long long)rows[i].covered.wall_us);
 		const char *qp[] = {account, m, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
-		r = q(c,
-		      "INSERT INTO invoice_quantities VALUES ($1, " MONTH_OF("$2") ", " MONTH_OF(
-		              "$3") ", $4, $5, $6, $7, $8, $9, $10)",
-		      10, qp, PGRES_COMMAND_OK, "could not store what the invoice billed", err,
-		      errlen);
+		r = db_query(c,
+		             "INSERT INTO invoice_quantities VALUES ($1, " MONTH_OF(
+		                     "$2") ", " MONTH_OF("$3") ", $4, $5, $6, $7, $8, $9, $10)",
+		             10, qp, PGRES_COMMAND_OK, "could not store what the invoice billed",
+		             err, errlen);
 		if (r == NULL)
 			return false;
 		PQclear(r);
@@ -252,21 +242,21 @@ bool invoice_get(PGconn *c, const char *account, int64_t month_us, int64_t now_u
 	const char *p[] = {account, m};
 	/* The account's lock first, then one snapshot for every read (REPEATABLE READ
 	 * takes its snapshot at the first statement, after the lock is granted). */
-	r = q(c, "SELECT pg_advisory_lock(hashtext('meter.invoice:' || $1))", 1, p, PGRES_TUPLES_OK,
-	      "could not lock the account's invoices", err, errlen);
+	r = db_query(c, "SELECT pg_advisory_lock(hashtext('meter.invoice:' || $1))", 1, p,
+	             PGRES_TUPLES_OK, "could not lock the account's invoices", err, errlen);
 	if (r == NULL)
 		return false;
 	PQclear(r);
 	locked = true;
-	r = q(c, "BEGIN ISOLATION LEVEL REPEATABLE READ", 0, NULL, PGRES_COMMAND_OK,
-	      "could not begin", err, errlen);
+	r = db_query(c, "BEGIN ISOLATION LEVEL REPEATABLE READ", 0, NULL, PGRES_COMMAND_OK,
+	             "could not begin", err, errlen);
 	if (r == NULL)
 		goto out;
 	PQclear(r);
-	r = q(c,
-	      "SELECT body_json, body_csv, body_html FROM invoices WHERE account_id = $1 "
-	      "AND month = " MONTH_OF("$2"),
-	      2, p, PGRES_TUPLES_OK, "could not read the invoice", err, errlen);
+	r = db_query(c,
+	             "SELECT body_json, body_csv, body_html FROM invoices WHERE account_id = $1 "
+	             "AND month = " MONTH_OF("$2"),
+	             2, p, PGRES_TUPLES_OK, "could not read the invoice", err, errlen);
 	if (r == NULL)
 		goto out;
 	if (PQntuples(r) == 1) { /* final: the stored bytes */
@@ -278,8 +268,8 @@ bool invoice_get(PGconn *c, const char *account, int64_t month_us, int64_t now_u
 		goto out;
 	}
 	PQclear(r);
-	r = q(c, "SELECT name FROM accounts WHERE id = $1", 1, p, PGRES_TUPLES_OK,
-	      "could not read the account", err, errlen);
+	r = db_query(c, "SELECT name FROM accounts WHERE id = $1", 1, p, PGRES_TUPLES_OK,
+	             "could not read the account", err, errlen);
 	if (r == NULL)
 		goto out;
 	if (PQntuples(r) != 1) {
@@ -307,8 +297,8 @@ bool invoice_get(PGconn *c, const char *account, int64_t month_us, int64_t now_u
 	if (out->final && !store(c, account, month_us, inv.total, out, rows, nrows, err, errlen))
 		goto out;
 	PQclear(r);
-	r = q(c, out->final ? "COMMIT" : "ROLLBACK", 0, NULL, PGRES_COMMAND_OK,
-	      "could not commit the invoice", err, errlen);
+	r = db_query(c, out->final ? "COMMIT" : "ROLLBACK", 0, NULL, PGRES_COMMAND_OK,
+	             "could not commit the invoice", err, errlen);
 	ok = r != NULL;
 out:
 	PQclear(r);
