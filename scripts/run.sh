@@ -70,6 +70,7 @@ fi
 pids=()
 demo_dirs=()
 demo_pid=
+demo_id=demo-$(date +%s)
 cleanup() {
 	trap - INT TERM EXIT
 	if [[ ${#demo_dirs[@]} -gt 0 ]]; then
