@@ -142,6 +142,44 @@ void h_account_get(struct req *r)
 	}
 }
 
+/*
+ * A limit lowered to where the account already stands is a crossing too: the
+ * spend cap (common/limits.h, once a month) and the concurrency limit (once
+ * per change that reached it).
+ */
+static bool announce_new_limits(struct req *r, PGconn *c, const struct account *a)
+{
+	char err[256], payload[512], period[40];
+	struct meter_plan *plans = NULL;
+	size_t nplans = 0;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	int64_t now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	if (!load_plans(r, c, &plans, &nplans))
+		return false;
+	bool ok = limits_check_usage(c, a->id, now, plans, nplans, err, sizeof err);
+	free(plans);
+	const char *p[] = {a->id};
+	PGresult *res = ok ? q_exec(c, Q_RUNNING_COUNT, 1, p) : NULL;
+	int64_t running = 0;
+	if (ok && (PQresultStatus(res) != PGRES_TUPLES_OK || !col_int(res, 0, 0, &running))) {
+		snprintf(err, sizeof err, "could not count running sandboxes");
+		ok = false;
+	}
+	PQclear(res);
+	if (ok && running >= a->max_concurrent) {
+		snprintf(payload, sizeof payload,
+		         "{\"account_id\": \"%s\", \"limit\": \"concurrency_limit\", "
+		         "\"running\": %lld, \"max_concurrent\": %lld}",
+		         a->id, (long long)running, (long long)a->max_concurrent);
+		snprintf(period, sizeof period, "limit-changed-%lld", (long long)now);
+		ok = limits_notify(c, a->id, "concurrency_limit", period, payload, err, sizeof err);
+	}
+	if (!ok)
+		reply_db_error(r, err, NULL);
+	return ok;
+}
+
 void h_account_patch(struct req *r)
 {
 	static const struct in_field f[] = {
@@ -180,7 +218,7 @@ void h_account_patch(struct req *r)
 		               r->param[0]);
 	else if (!account_from_row(res, 0, &a))
 		reply_problemf(r, 500, "internal", "Internal error", "account row is malformed");
-	else
+	else if (announce_new_limits(r, c, &a))
 		reply_json(r, 200, account_json(&a));
 	PQclear(res);
 }

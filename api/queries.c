@@ -78,6 +78,8 @@ static const char *const sql[Q_COUNT] = {
         [Q_SANDBOX_PEAK] = "SELECT max(coalesce(memory_peak_bytes, memory_current_bytes)), "
                            "(array_agg(memory_limit_bytes ORDER BY ts DESC))[1] FROM samples "
                            "WHERE sandbox_id = $1 AND ts > " TS("$2") " AND ts <= " TS("$3"),
+        [Q_RUNNING_COUNT] = "SELECT count(*) FROM sandboxes WHERE account_id = $1 "
+                            "AND stopped_at IS NULL",
         [Q_DAILY] = "SELECT " US(
                 "date_trunc('day', hour)") " d, price_plan_id, " SUMS " "
                                            "FROM usage_hourly WHERE account_id = $1 AND hour "

@@ -25,6 +25,7 @@ enum query {
 	Q_DATA_AS_OF,   /* account -> oldest pending mark of its sandboxes, or now (µs) */
 	Q_SANDBOX_HOURS, /* account, sandbox, from µs, to µs -> per hour and plan sums */
 	Q_SANDBOX_PEAK, /* sandbox, from µs, to µs -> peak memory bytes and the last limit */
+	Q_RUNNING_COUNT, /* account -> running sandboxes */
 	Q_DAILY,        /* account, from µs, to µs -> per day and plan sums, in order */
 	Q_ROLLUP_STATS, /* -> pending marks, waiting marks, age of the oldest (µs) */
 	Q_COUNT

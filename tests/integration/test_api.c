@@ -1191,6 +1191,12 @@ static void each_limit_crossed_is_announced_once(void **state)
 	assert_int_equal(cap, 1);
 	assert_int_equal(conc, 1);
 	assert_int_equal(num(f, "SELECT count(*) FROM limit_notices"), 3);
+	/* an admin lowers the limit below what runs: that is a crossing too */
+	r = call(f, "PATCH", "/v1/accounts/acme", f->admin, "{\"max_concurrent\": 2}");
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	drain_notices(f, 300, &trial, &cap, &conc);
+	assert_int_equal(conc, 2);
 }
 
 static void the_forecast_projects_the_last_seven_days_over_the_days_left(void **state)
