@@ -212,3 +212,20 @@ void quota_decide(const struct account_state *s, struct quota_answer *q)
 		q->reason = "ok";
 	}
 }
+
+PGresult *sandbox_visible(struct req *r, PGconn *c, const char *id)
+{
+	const char *params[] = {id};
+	PGresult *res = q_exec(c, Q_SANDBOX, 1, params);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not read the sandbox", res);
+	} else if (PQntuples(res) != 1 ||
+	           (!r->admin && strcmp(r->account, PQgetvalue(res, 0, 1)) != 0)) {
+		/* another account's sandbox is as unknown as one that does not exist */
+		reply_problemf(r, 404, "not-found", "Not found", "sandbox \"%s\" not found", id);
+	} else {
+		return res;
+	}
+	PQclear(res);
+	return NULL;
+}

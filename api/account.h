@@ -64,6 +64,13 @@ void fmt_hours(int64_t us, char *buf, size_t len);
 /* A numeric text column as an integer; false when it is not one or too large. */
 bool col_int(const PGresult *res, int row, int col, int64_t *out);
 
+/*
+ * The sandbox id (SANDBOX_COLS of api/queries.c) when the request may see it;
+ * NULL when it has answered (404 for no such sandbox or another account's,
+ * 503 for the database). The caller clears the result.
+ */
+PGresult *sandbox_visible(struct req *r, PGconn *c, const char *id);
+
 /* Where an account's month is heading (api/h_usage.c). */
 struct forecast {
 	meter_money month_to_date, projected, low, high, per_day;
@@ -77,7 +84,8 @@ struct forecast {
 bool forecast_compute(struct req *r, PGconn *c, const char *id, int64_t month, int64_t at,
                       const struct meter_plan *plans, size_t nplans, struct forecast *out);
 
-/* The oldest pending mark of the account's sandboxes, or now (RFC 3339); on failure it has answered. */
+/* The oldest pending mark of the account's sandboxes, or now (RFC 3339); on failure it has
+ * answered. */
 bool data_as_of(struct req *r, PGconn *c, const char *id, char *out, size_t len);
 
 /* The price plans (cached), a copy the caller frees; on failure it has answered. */

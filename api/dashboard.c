@@ -598,16 +598,10 @@ void h_dashboard_sandbox(struct req *r)
 		return;
 	struct meter_plan *plans = NULL;
 	size_t nplans = 0;
-	PGresult *sb = q_exec(c, Q_SANDBOX, 1, &id), *hours = NULL, *peak = NULL;
+	PGresult *sb = sandbox_visible(r, c, id), *hours = NULL, *peak = NULL;
 	char asof[METER_TIME_BUF], fs[24], ts[24];
-	if (PQresultStatus(sb) != PGRES_TUPLES_OK) {
-		reply_db_error(r, "could not read the sandbox", sb);
+	if (sb == NULL)
 		goto out;
-	}
-	if (PQntuples(sb) != 1 || (!r->admin && strcmp(r->account, PQgetvalue(sb, 0, 1)) != 0)) {
-		reply_problemf(r, 404, "not-found", "Not found", "sandbox \"%s\" not found", id);
-		goto out;
-	}
 	const char *account = PQgetvalue(sb, 0, 1);
 	int64_t now = now_us(), month = meter_month_start(now), next = meter_month_next(month);
 	snprintf(fs, sizeof fs, "%lld", (long long)month);

@@ -341,17 +341,8 @@ void h_sandbox_new(struct req *r)
 void h_sandbox_get(struct req *r)
 {
 	PGconn *c = req_db(r);
-	if (c == NULL)
-		return;
-	const char *params[] = {r->param[0]};
-	PGresult *res = q_exec(c, Q_SANDBOX, 1, params);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		reply_db_error(r, "could not read the sandbox", res);
-	else if (PQntuples(res) != 1 ||
-	         (!r->admin && strcmp(r->account, PQgetvalue(res, 0, 1)) != 0))
-		reply_problemf(r, 404, "not-found", "Not found", "sandbox \"%s\" not found",
-		               r->param[0]);
-	else
+	PGresult *res = c ? sandbox_visible(r, c, r->param[0]) : NULL;
+	if (res)
 		reply_json(r, 200, sandbox_json(res, 0));
 	PQclear(res);
 }

@@ -460,16 +460,8 @@ void h_sandbox_usage(struct req *r)
 	size_t nplans = 0;
 	PGresult *sb = NULL, *res = NULL, *peak = NULL;
 	char asof[METER_TIME_BUF], when[METER_TIME_BUF], fs[24], ts[24];
-	const char *idp[] = {id};
-	sb = q_exec(c, Q_SANDBOX, 1, idp);
-	if (PQresultStatus(sb) != PGRES_TUPLES_OK) {
-		reply_db_error(r, "could not read the sandbox", sb);
+	if ((sb = sandbox_visible(r, c, id)) == NULL)
 		goto out;
-	}
-	if (PQntuples(sb) != 1 || (!r->admin && strcmp(r->account, PQgetvalue(sb, 0, 1)) != 0)) {
-		reply_problemf(r, 404, "not-found", "Not found", "sandbox \"%s\" not found", id);
-		goto out;
-	}
 	const char *account = PQgetvalue(sb, 0, 1);
 	int64_t from = meter_hour_of(v[0].num + 1), to = meter_hour_of(v[1].num) + 3600000000;
 	snprintf(fs, sizeof fs, "%lld", (long long)from);

@@ -66,7 +66,7 @@ struct req {
 	bool too_large;
 	size_t seen; /* body bytes received, kept or not */
 	char auth_header[256];
-	char session[80]; /* the meter_session cookie, when sent */
+	char session[80];  /* the meter_session cookie, when sent */
 	bool admin;        /* set by authentication */
 	char account[160]; /* an account key's account */
 	PGconn *db;

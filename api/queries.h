@@ -17,17 +17,17 @@ enum query {
 	Q_ACCOUNT_LOCK, /* id -> the account, locked FOR UPDATE */
 	Q_ACCOUNT_NEW,  /* id, name, plan, cap -> the account */
 	Q_STATE, /* account, month start µs -> account, running, wall µs before, the month's sums */
-	Q_SANDBOX,      /* id -> the sandbox */
-	Q_SANDBOX_NEW,  /* id, account, vcpus, memory, started µs -> the sandbox */
-	Q_SANDBOX_STOP, /* id, stopped µs -> the sandbox, when it was running */
-	Q_MARK,         /* sandbox, from µs (NULL: everything) -> queue a re-rating */
-	Q_USAGE,        /* account, from µs, to µs -> per sandbox and plan sums */
-	Q_DATA_AS_OF,   /* account -> oldest pending mark of its sandboxes, or now (µs) */
+	Q_SANDBOX,       /* id -> the sandbox */
+	Q_SANDBOX_NEW,   /* id, account, vcpus, memory, started µs -> the sandbox */
+	Q_SANDBOX_STOP,  /* id, stopped µs -> the sandbox, when it was running */
+	Q_MARK,          /* sandbox, from µs (NULL: everything) -> queue a re-rating */
+	Q_USAGE,         /* account, from µs, to µs -> per sandbox and plan sums */
+	Q_DATA_AS_OF,    /* account -> oldest pending mark of its sandboxes, or now (µs) */
 	Q_SANDBOX_HOURS, /* account, sandbox, from µs, to µs -> per hour and plan sums */
-	Q_SANDBOX_PEAK, /* sandbox, from µs, to µs -> peak memory bytes and the last limit */
+	Q_SANDBOX_PEAK,  /* sandbox, from µs, to µs -> peak memory bytes and the last limit */
 	Q_RUNNING_COUNT, /* account -> running sandboxes */
-	Q_DAILY,        /* account, from µs, to µs -> per day and plan sums, in order */
-	Q_ROLLUP_STATS, /* -> pending marks, waiting marks, age of the oldest (µs) */
+	Q_DAILY,         /* account, from µs, to µs -> per day and plan sums, in order */
+	Q_ROLLUP_STATS,  /* -> pending marks, waiting marks, age of the oldest (µs) */
 	Q_COUNT
 };
 

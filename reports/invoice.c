@@ -71,11 +71,25 @@ static void quantity(const struct meter_invoice_line *l, char *buf, size_t len)
 	meter_decimal_format(nano, 9, 0, buf, len);
 }
 
+/* The texts of one line, shared by the JSON, CSV and HTML forms. */
+struct line_text {
+	char item[48], desc[400], q[METER_DECIMAL_BUF], amount[METER_MONEY_BUF],
+	        exact[METER_MONEY_BUF], price[METER_MONEY_BUF];
+	const char *unit;
+};
+
+static void line_text(const struct meter_invoice_line *l, struct line_text *t)
+{
+	describe(l, t->item, sizeof t->item, t->desc, sizeof t->desc, &t->unit);
+	quantity(l, t->q, sizeof t->q);
+	meter_money_format_cents(l->amount, t->amount, sizeof t->amount);
+	meter_money_format_exact(l->amount, t->exact, sizeof t->exact);
+	meter_decimal_format(l->unit_price, METER_MONEY_SCALE, 0, t->price, sizeof t->price);
+}
+
 cJSON *report_invoice_json(const struct invoice_meta *m, const struct meter_invoice *inv)
 {
-	char month[16], item[48], desc[400], q[METER_DECIMAL_BUF], a[METER_MONEY_BUF],
-	        e[METER_MONEY_BUF], p[METER_MONEY_BUF];
-	const char *unit;
+	char month[16], a[METER_MONEY_BUF], e[METER_MONEY_BUF];
 	cJSON *o = cJSON_CreateObject();
 	if (o == NULL)
 		return NULL;
@@ -92,17 +106,14 @@ cJSON *report_invoice_json(const struct invoice_meta *m, const struct meter_invo
 		if (x == NULL)
 			break;
 		cJSON_AddItemToArray(lines, x);
-		describe(l, item, sizeof item, desc, sizeof desc, &unit);
-		quantity(l, q, sizeof q);
-		meter_money_format_cents(l->amount, a, sizeof a);
-		meter_money_format_exact(l->amount, e, sizeof e);
-		meter_decimal_format(l->unit_price, METER_MONEY_SCALE, 0, p, sizeof p);
-		cJSON_AddStringToObject(x, "item", item);
-		cJSON_AddStringToObject(x, "description", desc);
-		cJSON_AddStringToObject(x, "quantity", q);
-		cJSON_AddStringToObject(x, "unit", unit);
+		struct line_text t;
+		line_text(l, &t);
+		cJSON_AddStringToObject(x, "item", t.item);
+		cJSON_AddStringToObject(x, "description", t.desc);
+		cJSON_AddStringToObject(x, "quantity", t.q);
+		cJSON_AddStringToObject(x, "unit", t.unit);
 		if (l->plan) {
-			cJSON_AddStringToObject(x, "unit_price", p);
+			cJSON_AddStringToObject(x, "unit_price", t.price);
 			cJSON_AddStringToObject(x, "plan", l->plan->name);
 		}
 		if (l->for_month_us) {
@@ -110,8 +121,8 @@ cJSON *report_invoice_json(const struct invoice_meta *m, const struct meter_invo
 			report_month(l->for_month_us, fm, sizeof fm);
 			cJSON_AddStringToObject(x, "for_month", fm);
 		}
-		cJSON_AddStringToObject(x, "amount", a);
-		cJSON_AddStringToObject(x, "amount_exact", e);
+		cJSON_AddStringToObject(x, "amount", t.amount);
+		cJSON_AddStringToObject(x, "amount_exact", t.exact);
 	}
 	meter_money_format_cents(inv->total, a, sizeof a);
 	meter_money_format_exact(inv->total, e, sizeof e);
@@ -127,20 +138,16 @@ char *report_invoice_csv(const struct invoice_meta *m, const struct meter_invoic
 {
 	(void)m;
 	struct csv out = {0};
-	char item[48], desc[400], q[METER_DECIMAL_BUF], a[METER_MONEY_BUF], e[METER_MONEY_BUF],
-	        price[METER_MONEY_BUF];
-	const char *unit;
+	char a[METER_MONEY_BUF], e[METER_MONEY_BUF];
 	static const char *const head[] = {"item",       "description", "quantity",    "unit",
 	                                   "unit_price", "amount",      "amount_exact"};
 	csv_row(&out, head, 7);
 	for (size_t i = 0; i < inv->n; i++) {
 		const struct meter_invoice_line *l = &inv->lines[i];
-		describe(l, item, sizeof item, desc, sizeof desc, &unit);
-		quantity(l, q, sizeof q);
-		meter_money_format_cents(l->amount, a, sizeof a);
-		meter_money_format_exact(l->amount, e, sizeof e);
-		meter_decimal_format(l->unit_price, METER_MONEY_SCALE, 0, price, sizeof price);
-		const char *row[] = {item, desc, q, unit, l->plan ? price : "", a, e};
+		struct line_text t;
+		line_text(l, &t);
+		const char *row[] = {t.item,   t.desc, t.q, t.unit, l->plan ? t.price : "",
+		                     t.amount, t.exact};
 		csv_row(&out, row, 7);
 	}
 	meter_money_format_cents(inv->total, a, sizeof a);
@@ -181,9 +188,7 @@ char *report_invoice_html(const struct invoice_meta *m, const struct meter_invoi
 {
 	/* Every character escapes to at most 6: a generous bound per line. */
 	char *buf = malloc((inv->n + 4) * 4096 + 8192), *p = buf;
-	char month[16], item[48], desc[400], q[METER_DECIMAL_BUF], a[METER_MONEY_BUF],
-	        e[METER_MONEY_BUF], price[METER_MONEY_BUF];
-	const char *unit;
+	char month[16], a[METER_MONEY_BUF], e[METER_MONEY_BUF];
 	if (buf == NULL)
 		return NULL;
 	report_month(m->month_start_us, month, sizeof month);
@@ -223,27 +228,24 @@ char *report_invoice_html(const struct invoice_meta *m, const struct meter_invoi
 	        "<th class=\"num\">Amount</th></tr></thead>\n<tbody>\n");
 	for (size_t i = 0; i < inv->n; i++) {
 		const struct meter_invoice_line *l = &inv->lines[i];
-		describe(l, item, sizeof item, desc, sizeof desc, &unit);
-		quantity(l, q, sizeof q);
-		meter_money_format_cents(l->amount, a, sizeof a);
-		meter_money_format_exact(l->amount, e, sizeof e);
-		meter_decimal_format(l->unit_price, METER_MONEY_SCALE, 0, price, sizeof price);
+		struct line_text t;
+		line_text(l, &t);
 		raw(&p, l->amount < 0 ? "<tr class=\"credit\"><td>" : "<tr><td>");
-		html(&p, desc);
+		html(&p, t.desc);
 		raw(&p, "</td><td class=\"num\">");
-		html(&p, q);
+		html(&p, t.q);
 		raw(&p, " ");
-		html(&p, unit);
+		html(&p, t.unit);
 		raw(&p, "</td><td class=\"num\">");
 		if (l->plan) {
 			raw(&p, "$");
-			html(&p, price);
+			html(&p, t.price);
 		}
 		/* -$0.09, not $-0.09 */
 		raw(&p, l->amount < 0 ? "</td><td class=\"num\">-$" : "</td><td class=\"num\">$");
-		html(&p, a[0] == '-' ? a + 1 : a);
+		html(&p, t.amount[0] == '-' ? t.amount + 1 : t.amount);
 		raw(&p, "<br><span class=\"exact\">exact ");
-		html(&p, e);
+		html(&p, t.exact);
 		raw(&p, "</span></td></tr>\n");
 	}
 	meter_money_format_cents(inv->total, a, sizeof a);
