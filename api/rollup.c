@@ -166,30 +166,37 @@ static enum meter_status rate_span(struct job *j, const struct meter_span *sp)
 	return emit(j, &iv, plan);
 }
 
-/* The last sample of one incarnation at or before w (NULL: of all); *found false when none. */
+/*
+ * Where one incarnation stood at w (NULL: at its end): the time of its last
+ * sample and its highest counter (meter_series_resume); *found false when it
+ * has no sample there.
+ */
 static bool last_before(PGconn *c, struct job *j, int64_t inc, const char *w,
                         struct meter_sample *out, bool *found, char *err, size_t errlen)
 {
 	char incs[24];
 	snprintf(incs, sizeof incs, "%lld", (long long)inc);
 	const char *p[] = {j->sandbox, incs, w};
-	PGresult *r =
-	        db_query(c,
-	                 w ? "SELECT " US("ts") ", cpu_usage_us FROM samples WHERE sandbox_id = $1 "
-	                                        "AND incarnation = $2 AND ts <= " TS(
-	                                                "$3") " ORDER BY ts DESC LIMIT 1"
-	                   : "SELECT " US("ts") ", cpu_usage_us FROM samples WHERE sandbox_id = $1 "
-	                                        "AND incarnation = $2 ORDER BY ts DESC LIMIT 1",
-	                 w ? 3 : 2, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
+	PGresult *r = db_query(
+	        c,
+	        w ? "SELECT " US(
+	                    "max(ts)") ", max(cpu_usage_us) FROM samples WHERE sandbox_id = $1 "
+	                               "AND incarnation = $2 AND ts <= " TS("$3")
+	          : "SELECT " US(
+	                    "max(ts)") ", max(cpu_usage_us) FROM samples WHERE sandbox_id = $1 "
+	                               "AND incarnation = $2",
+	        w ? 3 : 2, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
 	if (r == NULL)
 		return false;
-	*found = PQntuples(r) == 1;
+	*found = PQntuples(r) == 1 && !PQgetisnull(r, 0, 0);
 	bool ok = true;
 	if (*found) {
 		*out = (struct meter_sample){.incarnation = inc};
 		ok = get_int(r, 0, 0, &out->t_us) && get_int(r, 0, 1, &out->cpu_us);
 		if (!ok)
 			snprintf(err, errlen, "sandbox %s: malformed samples", j->sandbox);
+		if (j->started != METER_TIME_NONE && out->t_us < j->started)
+			out->t_us = j->started;
 	}
 	PQclear(r);
 	return ok;

@@ -99,6 +99,72 @@ bool batch_add(struct batch *b, const char *sandbox, const char *account, int64_
 	return true;
 }
 
+/* The length of a row's key: its text up to the second tab. */
+static size_t key_len(const char *row, const char *end)
+{
+	const char *t = memchr(row, '\t', (size_t)(end - row));
+	t = t ? memchr(t + 1, '\t', (size_t)(end - t - 1)) : NULL;
+	return t ? (size_t)(t - row) : (size_t)(end - row);
+}
+
+bool batch_thin(struct batch *b)
+{
+	if (b->rows < 2)
+		return true;
+	size_t n = b->rows, cap = 16, kept = 0, len = 0;
+	while (cap < 2 * n)
+		cap <<= 1;
+	size_t *row = malloc((n + 1) * sizeof *row);
+	size_t *slot = calloc(cap, sizeof *slot); /* row index + 1; 0 is empty */
+	bool *keep = calloc(n, sizeof *keep);
+	char *out = malloc(b->len);
+	bool ok = row && slot && keep && out;
+	if (ok) {
+		size_t r = 0;
+		for (size_t off = 0; off < b->len && r < n; r++) {
+			row[r] = off;
+			const char *nl = memchr(b->buf + off, '\n', b->len - off);
+			off = nl ? (size_t)(nl - b->buf) + 1 : b->len;
+		}
+		row[r] = b->len;
+		n = r;
+		/* From the last row back: the first row met of each key is its last. */
+		for (size_t i = n; i-- > 0;) {
+			const char *s = b->buf + row[i];
+			size_t kl = key_len(s, b->buf + row[i + 1]);
+			uint64_t h = 1469598103934665603u;
+			for (size_t k = 0; k < kl; k++)
+				h = (h ^ (unsigned char)s[k]) * 1099511628211u;
+			size_t at = (size_t)h & (cap - 1);
+			for (;; at = (at + 1) & (cap - 1)) {
+				if (slot[at] == 0) {
+					slot[at] = i + 1;
+					keep[i] = true;
+					break;
+				}
+				const char *o = b->buf + row[slot[at] - 1];
+				if (key_len(o, b->buf + row[slot[at]]) == kl &&
+				    memcmp(o, s, kl) == 0)
+					break;
+			}
+		}
+		for (size_t i = 0; i < n; i++)
+			if (keep[i]) {
+				memcpy(out + len, b->buf + row[i], row[i + 1] - row[i]);
+				len += row[i + 1] - row[i];
+				kept++;
+			}
+		memcpy(b->buf, out, len);
+		b->len = len;
+		b->rows = kept;
+	}
+	free(row);
+	free(slot);
+	free(keep);
+	free(out);
+	return ok;
+}
+
 void batch_clear(struct batch *b)
 {
 	b->len = 0;

@@ -33,6 +33,14 @@ struct batch {
 bool batch_add(struct batch *b, const char *sandbox, const char *account, int64_t incarnation,
                int64_t ts_us, const char *host, const struct cg_reading *r);
 
+/*
+ * Keeps only the last row of each sandbox incarnation (the first two
+ * columns), in their order. Counters are cumulative, so those rows carry all
+ * the CPU the dropped ones did: what is lost is resolution, never a
+ * microsecond. False when out of memory (the batch unchanged).
+ */
+bool batch_thin(struct batch *b);
+
 /* Forgets the rows, keeps the buffer. */
 void batch_clear(struct batch *b);
 

@@ -396,6 +396,12 @@ static bool send_batch(void *ctx, const char *data, size_t len, char *err, size_
 	if (!writer_write(c->db, c->cfg.db_role, data, len, &inserted, err, errlen))
 		return false;
 	c->stats.written += (uint64_t)inserted;
+	/* A fault for tests: the same batch again, in a transaction of its own. */
+	if (c->cfg.send_twice) {
+		if (!writer_write(c->db, c->cfg.db_role, data, len, &inserted, err, errlen))
+			return false;
+		c->stats.written += (uint64_t)inserted;
+	}
 	return true;
 }
 
@@ -417,6 +423,26 @@ static void disconnect(struct collector *c)
 	if (c->db)
 		PQfinish(c->db);
 	c->db = NULL;
+}
+
+/*
+ * The batch could not go anywhere: thin it to the newest sample of each
+ * sandbox incarnation and keep that for the next flush. Only when even that
+ * is past the in-memory bound (or memory ran out) are samples dropped.
+ */
+static void keep_thinned(struct collector *c, size_t rows, const char *why)
+{
+	if (batch_thin(&c->batch) && c->batch.len <= SPOOL_REC_MAX / 2) {
+		c->stats.thinned_batches++;
+		log_error("%s: %zu samples thinned to the newest of each sandbox (%zu) and kept in "
+		          "memory; CPU totals stay exact, resolution is lost; give the spool more "
+		          "room (--spool-max-mib) or bring the database back",
+		          why, rows, c->batch.rows);
+		return;
+	}
+	c->stats.refused_batches++;
+	log_error("SAMPLES REFUSED: %s; %zu samples dropped", why, c->batch.rows);
+	batch_clear(&c->batch);
 }
 
 bool collector_flush(struct collector *c)
@@ -467,23 +493,15 @@ spool_it:
 		batch_clear(&c->batch);
 		return true;
 	case SPOOL_FULL:
-		c->stats.refused_batches++;
-		log_error("SAMPLES REFUSED: %s; %zu new samples are not kept (the older ones "
-		          "are); give the spool more room (--spool-max-mib) or bring the "
-		          "database back",
-		          err, rows);
-		batch_clear(&c->batch);
+		/* Keep the newest sample of each incarnation in memory: with cumulative
+		 * counters that is all the CPU; only resolution is given up. */
+		keep_thinned(c, rows, err);
 		return false;
 	case SPOOL_ERROR:
 		break;
 	}
 	log_error("%s; %zu samples kept in memory for the next try", err, rows);
-	if (c->batch.len > SPOOL_REC_MAX / 2) {
-		log_error("SAMPLES REFUSED: %zu samples held in memory are over the bound; "
-		          "dropped",
-		          rows);
-		c->stats.refused_batches++;
-		batch_clear(&c->batch);
-	}
+	if (c->batch.len > SPOOL_REC_MAX / 2)
+		keep_thinned(c, rows, "the samples held in memory passed their bound");
 	return false;
 }

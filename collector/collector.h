@@ -30,6 +30,7 @@ struct collector_config {
 	int64_t spool_max;      /* bytes */
 	const char *db_url;     /* NULL: common/db.h's choice */
 	const char *db_role;    /* role to write as; "" for the session's */
+	bool send_twice;        /* a fault for tests: every batch is written twice */
 };
 
 struct sandbox {
@@ -48,7 +49,8 @@ struct holder {
 };
 
 struct collector_stats {
-	uint64_t rounds, samples, written, duplicates, spooled_batches, refused_batches;
+	uint64_t rounds, samples, written, duplicates, spooled_batches, thinned_batches,
+	        refused_batches;
 	uint64_t final_samples, retired, read_errors;
 };
 

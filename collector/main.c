@@ -36,6 +36,7 @@ enum {
 	O_RESCAN,
 	O_ROLE,
 	O_ONCE,
+	O_TWICE,
 	O_LOG,
 	O_HELP,
 	O_N
@@ -52,8 +53,9 @@ static const struct opt_def opts[O_N] = {
                         "METER_INTERVAL", false, "time between sampling rounds"},
         [O_SPOOL] = {"spool", OPT_STRING, 0, 0, 0, "/var/lib/meter/collector.spool", "METER_SPOOL",
                      false, "file that keeps batches while the database is away"},
-        [O_SPOOL_MAX] = {"spool-max-mib", OPT_DECIMAL, 0, 1, 1048576, "256", "METER_SPOOL_MAX_MIB",
-                         false, "bound of the spool file, in MiB"},
+        [O_SPOOL_MAX] = {"spool-max-mib", OPT_DECIMAL, 3, 1, 1048576000, "256",
+                         "METER_SPOOL_MAX_MIB", false,
+                         "bound of the spool file, in MiB (to a thousandth)"},
         [O_HOST] = {"host-id", OPT_STRING, 0, 0, 0, NULL, "METER_HOST_ID", false,
                     "host id written with every sample (default: the host name)"},
         [O_LAYOUT] = {"layout", OPT_STRING, 0, 0, 0, "auto", "METER_CGROUP_LAYOUT", false,
@@ -64,6 +66,8 @@ static const struct opt_def opts[O_N] = {
         [O_ROLE] = {"db-role", OPT_STRING, 0, 0, 0, "meter_collector", "METER_DB_ROLE", false,
                     "role samples are written as (\"\" for the login role itself)"},
         [O_ONCE] = {"once", OPT_FLAG, 0, 0, 0, NULL, NULL, false, "one round, then exit"},
+        [O_TWICE] = {"send-twice", OPT_FLAG, 0, 0, 0, NULL, NULL, false,
+                     "fault injection for tests: write every batch twice"},
         [O_LOG] = {"log-level", OPT_STRING, 0, 0, 0, "info", "METER_LOG_LEVEL", false,
                    "error, warn, info or debug"},
         [O_HELP] = {"help", OPT_FLAG, 0, 0, 0, NULL, NULL, false, "this text"},
@@ -96,11 +100,12 @@ static void summary(const struct collector *c)
 {
 	const struct collector_stats *s = &c->stats;
 	log_info("stopping: %llu rounds, %llu samples (%llu written, %llu already there, %llu "
-	         "final), %llu batches spooled, %llu refused, %zu sandboxes",
+	         "final), %llu batches spooled, %llu thinned, %llu refused, %zu sandboxes",
 	         (unsigned long long)s->rounds, (unsigned long long)s->samples,
 	         (unsigned long long)s->written, (unsigned long long)s->duplicates,
 	         (unsigned long long)s->final_samples, (unsigned long long)s->spooled_batches,
-	         (unsigned long long)s->refused_batches, c->nsandboxes);
+	         (unsigned long long)s->thinned_batches, (unsigned long long)s->refused_batches,
+	         c->nsandboxes);
 }
 
 int main(int argc, char **argv)
@@ -128,7 +133,8 @@ int main(int argc, char **argv)
 	        .match = v[O_MATCH].str,
 	        .host = host,
 	        .spool_path = v[O_SPOOL].str,
-	        .spool_max = v[O_SPOOL_MAX].num * 1024 * 1024,
+	        .spool_max = v[O_SPOOL_MAX].num * 1024 * 1024 / 1000,
+	        .send_twice = v[O_TWICE].set,
 	        .db_url = NULL,
 	        .db_role = v[O_ROLE].str,
 	};

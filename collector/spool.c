@@ -317,14 +317,19 @@ bool spool_replay(struct spool *s, spool_send_fn send, void *ctx, char *err, siz
 		off += SPOOL_HEADER + rlen;
 	}
 	/* Every record is committed: only now may the file be emptied. */
+	ok = true;
 	if (ftruncate(s->fd, 0) != 0 || fsync(s->fd) != 0) {
-		snprintf(err, errlen, "could not empty spool \"%s\": %s", s->path, strerror(errno));
+		/* A disk gone read-only, say. They are in the database: not sent again by
+		 * this process; a restart may send them again, which changes nothing. */
+		log_error("spool \"%s\": replayed %zu batches but could not empty it: %s; they "
+		          "stay in the file and are harmless to send again",
+		          s->path, s->records, strerror(errno));
+		s->records = 0;
 		goto out;
 	}
 	log_info("spool \"%s\": replayed %zu batches", s->path, s->records);
 	s->size = 0;
 	s->records = 0;
-	ok = true;
 out:
 	free(payload);
 	return ok;

@@ -12,7 +12,9 @@
  * that would pass the bound is refused (SPOOL_FULL) and old records are
  * never overwritten. Replay sends the records in order and empties the file
  * only after every one of them was committed; a replay cut short sends them
- * again next time, which the idempotent write makes harmless.
+ * again next time, which the idempotent write makes harmless. When the file
+ * cannot be emptied (its disk turned read-only) the sent records are
+ * forgotten by this process and stay in the file.
  *
  * Opening checks every record, one at a time. A torn last record (a crash in
  * mid-append: a header cut short, a whole header whose payload runs past the

@@ -56,25 +56,36 @@ void meter_series_after_other(struct meter_series *s)
 enum meter_status meter_series_next(struct meter_series *s, const struct meter_sample *smp,
                                     int64_t started_at_us, struct meter_span *out)
 {
-	struct meter_span sp = {.start_us = smp->t_us, .end_us = smp->t_us, .cpu_us = smp->cpu_us};
 	if (smp->cpu_us < 0)
 		return METER_EINVAL;
+	/* A sample stamped before the sandbox started (a clock behind) counts at started_at. */
+	int64_t t = smp->t_us;
+	if (started_at_us != METER_TIME_NONE && t < started_at_us)
+		t = started_at_us;
+	struct meter_span sp = {.start_us = t, .end_us = t, .cpu_us = smp->cpu_us};
 	if (!s->opened) {
 		/* The sandbox's first incarnation may start at started_at. */
-		if (started_at_us != METER_TIME_NONE && started_at_us < smp->t_us)
+		if (started_at_us != METER_TIME_NONE && started_at_us < t)
 			sp.start_us = started_at_us;
 	} else if (smp->incarnation == s->last.incarnation) {
-		if (smp->t_us == s->last.t_us)
-			return METER_SKIP;
-		if (smp->t_us < s->last.t_us)
+		if (t < s->last.t_us)
 			return METER_EORDER;
+		/* The counter never goes down within an incarnation: a sample below the
+		 * highest one seen was stamped out of order and adds no CPU. */
 		sp.start_us = s->last.t_us;
-		if (smp->cpu_us >= s->last.cpu_us)
-			sp.cpu_us = smp->cpu_us - s->last.cpu_us;
+		sp.cpu_us = smp->cpu_us > s->last.cpu_us ? smp->cpu_us - s->last.cpu_us : 0;
+		if (t == s->last.t_us && sp.cpu_us == 0)
+			return METER_SKIP;
+		s->last.t_us = t;
+		if (smp->cpu_us > s->last.cpu_us)
+			s->last.cpu_us = smp->cpu_us;
+		*out = sp;
+		return METER_OK;
 	}
 	/* else: a new incarnation counts from zero over a zero-length interval. */
 	s->opened = true;
-	s->last = *smp;
+	s->last = (struct meter_sample){
+	        .incarnation = smp->incarnation, .t_us = t, .cpu_us = smp->cpu_us};
 	*out = sp;
 	return METER_OK;
 }

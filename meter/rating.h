@@ -10,8 +10,12 @@
  *     CPU since the cgroup was made, over [started_at, t] when started_at is
  *     known and earlier, else over a zero-length interval;
  *   - the first sample of a later incarnation: all its CPU, zero length;
- *   - any other sample: [previous t, t] with the counter's difference, or the
- *     counter itself when it went down (a reset);
+ *   - any other sample: [previous t, t] with what the counter gained over
+ *     the highest value it had so far. A counter never goes down within one
+ *     incarnation, so a lower value means samples stamped out of order (a
+ *     collector whose clock was behind): it adds no CPU, and every
+ *     microsecond is counted once, when the counter first passes it;
+ *   - a sample stamped before started_at counts as taken at started_at;
  *   - a stop after the last sample adds [last t, stopped_at] with no CPU.
  * Billed CPU of an interval of length dt > 0 is the measured CPU clamped to
  * [floor x vCPUs x dt, vCPUs x dt], both bounds rounded half up to the µs;
@@ -60,12 +64,16 @@ enum meter_status meter_interval_rate(const struct meter_size *size, int64_t flo
 /* The state of one sandbox's series; plain values, so it can be saved. */
 struct meter_series {
 	bool opened;              /* any sample seen yet */
-	struct meter_sample last; /* the last sample taken into account */
+	struct meter_sample last; /* its time (at least started_at) and the highest counter */
 };
 
 void meter_series_init(struct meter_series *s);
 
-/* Resumes a series at a sample already rated (the last one before a window). */
+/*
+ * Resumes a series before a window: last holds the time of the incarnation's
+ * last sample before it (raised to started_at) and its highest counter up to
+ * there.
+ */
 void meter_series_resume(struct meter_series *s, const struct meter_sample *last);
 
 /*

@@ -190,23 +190,34 @@ static void first_sample_counts_all_cpu_since_the_cgroup_began(void **state)
 	meter_series_init(&s);
 	assert_int_equal(meter_series_next(&s, &a, t0(), &sp), METER_OK);
 	assert_int_equal(sp.start_us, t0());
-	/* started_at after the sample (clock skew): ignored */
+	/* started_at after the sample (a collector's clock behind): taken at started_at */
 	meter_series_init(&s);
 	assert_int_equal(meter_series_next(&s, &a, t0() + S(20), &sp), METER_OK);
-	assert_int_equal(sp.start_us, a.t_us);
+	assert_int_equal(sp.start_us, t0() + S(20));
+	assert_int_equal(sp.end_us, t0() + S(20));
+	assert_int_equal(sp.cpu_us, S(3));
 }
 
-static void a_counter_that_goes_down_restarted_from_zero(void **state)
+static void a_counter_below_its_highest_adds_nothing_until_it_passes_it(void **state)
 {
 	(void)state;
 	struct meter_series s;
 	struct meter_span sp;
-	struct meter_sample a = {1, t0() + S(10), S(9)}, b = {1, t0() + S(20), S(2)};
+	/* A collector with a slow clock stamped later readings (9 s, 12 s) earlier. */
+	struct meter_sample a = {1, t0() + S(10), S(9)}, b = {1, t0() + S(20), S(2)},
+	                    c = {1, t0() + S(25), S(12)}, d = {1, t0() + S(25), S(13)};
 	meter_series_init(&s);
 	assert_int_equal(meter_series_next(&s, &a, METER_TIME_NONE, &sp), METER_OK);
 	assert_int_equal(meter_series_next(&s, &b, METER_TIME_NONE, &sp), METER_OK);
-	assert_int_equal(sp.cpu_us, S(2));
+	assert_int_equal(sp.cpu_us, 0);
 	assert_int_equal(sp.end_us - sp.start_us, S(10));
+	assert_int_equal(meter_series_next(&s, &c, METER_TIME_NONE, &sp), METER_OK);
+	assert_int_equal(sp.cpu_us, S(3)); /* over 9 s, the highest before */
+	/* the same time with a higher counter (both raised to started_at, say) */
+	assert_int_equal(meter_series_next(&s, &d, METER_TIME_NONE, &sp), METER_OK);
+	assert_int_equal(sp.cpu_us, S(1));
+	assert_int_equal(sp.end_us - sp.start_us, 0);
+	assert_int_equal(meter_series_next(&s, &d, METER_TIME_NONE, &sp), METER_SKIP);
 }
 
 static void a_new_incarnation_starts_a_new_series(void **state)
@@ -438,7 +449,7 @@ int main(void)
 	        cmocka_unit_test(a_negative_interval_or_cpu_is_refused),
 	        cmocka_unit_test(a_repeated_timestamp_counts_once_and_going_back_is_refused),
 	        cmocka_unit_test(first_sample_counts_all_cpu_since_the_cgroup_began),
-	        cmocka_unit_test(a_counter_that_goes_down_restarted_from_zero),
+	        cmocka_unit_test(a_counter_below_its_highest_adds_nothing_until_it_passes_it),
 	        cmocka_unit_test(a_new_incarnation_starts_a_new_series),
 	        cmocka_unit_test(a_stop_after_the_last_sample_is_one_more_idle_interval),
 	        cmocka_unit_test(a_price_change_rates_by_the_plan_in_force_at_the_interval_end),

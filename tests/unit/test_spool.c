@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "collector/batch.h"
 #include "collector/spool.h"
 #include "common/log.h"
 
@@ -234,6 +235,50 @@ static void scanning_random_bytes_never_reads_past_the_end(void **state)
 	}
 }
 
+/* A full spool keeps the newest sample of each incarnation: all the CPU, less resolution. */
+static void thinning_keeps_the_newest_row_of_each_incarnation_in_order(void **state)
+{
+	(void)state;
+	struct batch b = {0};
+	struct cg_reading r = {.cpu_usage_us = 0,
+	                       .mem_current = CG_ABSENT,
+	                       .mem_peak = CG_ABSENT,
+	                       .mem_anon_kernel = CG_ABSENT,
+	                       .mem_limit = CG_ABSENT,
+	                       .cpu_limit_millicores = CG_ABSENT};
+	struct {
+		const char *sb;
+		int64_t inc, cpu;
+	} rows[] = {{"sb-1", 7, 10}, {"sb-2", 7, 20}, {"sb-1", 7, 30}, {"sb-1", 8, 5},
+	            {"sb-2", 7, 40}, {"sb-10", 7, 1}, {"sb-1", 7, 31}};
+	for (int round = 0; round < 300; round++) /* enough rows to need probing */
+		for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+			r.cpu_usage_us = rows[i].cpu + round;
+			assert_true(batch_add(&b, rows[i].sb, "", rows[i].inc,
+			                      1700000000000000 + round * 1000000 + (int64_t)i, "h",
+			                      &r));
+		}
+	assert_true(batch_thin(&b));
+	assert_int_equal(b.rows, 4);
+	char text[1024];
+	assert_true(b.len < sizeof text);
+	memcpy(text, b.buf, b.len);
+	text[b.len] = '\0';
+	/* In the order of their last rows: sb-1/8, sb-2/7, sb-10/7, sb-1/7 (cpu 31 + 299). */
+	const char *want[] = {"sb-1\t8\t", "sb-2\t7\t", "sb-10\t7\t", "sb-1\t7\t"};
+	char *line = text;
+	for (size_t i = 0; i < 4; i++) {
+		if (strncmp(line, want[i], strlen(want[i])) != 0)
+			fail_msg("row %zu is \"%.40s\"", i, line);
+		line = strchr(line, '\n') + 1;
+	}
+	assert_non_null(strstr(text, "\t330\t"));
+	assert_null(strstr(text, "\t329\t"));
+	assert_true(batch_thin(&b)); /* thinning again changes nothing */
+	assert_int_equal(b.rows, 4);
+	batch_free(&b);
+}
+
 int main(void)
 {
 	log_init("test", LOG_ERROR, false);
@@ -250,6 +295,7 @@ int main(void)
 	                a_flipped_length_is_damage_and_zeros_at_the_end_are_a_tear, setup,
 	                teardown),
 	        cmocka_unit_test(scanning_random_bytes_never_reads_past_the_end),
+	        cmocka_unit_test(thinning_keeps_the_newest_row_of_each_incarnation_in_order),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

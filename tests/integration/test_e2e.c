@@ -1,0 +1,780 @@
+/*
+ * End to end on real cgroups: PostgreSQL (a private cluster of the test's
+ * own), meter-api and meter-collector run as separate processes; real
+ * workloads run in real cgroups of this machine (a busy loop, a half-busy
+ * loop, an idle process, a sandbox that ends and is removed while it is
+ * being sampled, one removed and made again under the same id); at the end
+ * the CPU the API bills is compared with what the kernel counted, read by
+ * the test from the cgroups' own files.
+ *
+ * Each fault runs the same workload with one thing going wrong in the
+ * middle, and ends with the same comparison: PostgreSQL stopped with
+ * "-m immediate" and started, the collector killed and restarted, the API
+ * killed and restarted, every batch written twice, the spool full, the
+ * spool's disk read-only, and the collector's clock two minutes slow
+ * (samples late and out of order). Each run prints one line with the CPU
+ * burned and billed.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collector/layout.h"
+#include "common/db.h"
+#include "common/keys.h"
+#include "meter/decimal.h"
+#include "tests/support/fakecg.h"
+#include "tests/support/http.h"
+#include "tests/support/run.h"
+
+#define FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+
+enum { BUSY, HALF, IDLE, ENDS, AGAIN, NSB };
+static const char *const sb_name[NSB] = {"sb-busy", "sb-half", "sb-idle", "sb-ends", "sb-again"};
+
+enum fault { F_NONE, F_PG, F_COLLECTOR, F_API, F_TWICE, F_SPOOL_FULL, F_READONLY, F_SKEW };
+static const char *const fault_name[] = {
+        "no fault",          "PostgreSQL stopped -m immediate and started",
+        "collector SIGKILL", "API SIGKILL and restart",
+        "batches twice",     "spool full",
+        "spool read-only",   "collector clock 2 min slow"};
+
+struct fx {
+	enum fault fault;
+	char tmp[64], pgdir[96], url[256], spooldir[128], spool[160], log[160];
+	bool mounted;
+	struct api_proc api;
+	pid_t collector;
+	const char *skew; /* FAKETIME for the next collector started, or NULL */
+	char admin[KEY_LEN + 1];
+	struct cg_layout l;
+	char holder[64], pattern[128];
+	char made[2 * NSB + 2][2 * CG_PATH_MAX]; /* cgroup folders, removed in reverse */
+	int nmade;
+	pid_t kid[NSB];
+	int again_round; /* AGAIN: 0 first incarnation running, 1 second, 2 done */
+	bool ends_done;
+	int64_t kernel[NSB]; /* CPU µs the kernel counted, all incarnations */
+};
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static int64_t cpu_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void pg(struct fx *f, const char *cmd)
+{
+	char line[512];
+	snprintf(line, sizeof line, "METER_PG_DIR='%s' bash '%s/scripts/pg.sh' %s >/dev/null",
+	         f->pgdir, METER_SOURCE_DIR, cmd);
+	if (system(line) != 0)
+		fail_msg("scripts/pg.sh %s failed", cmd);
+}
+
+/* ---- cgroups ---- */
+
+static const char *memory_dir(struct fx *f)
+{
+	const char *p = cg_layout_primary(&f->l);
+	return f->l.memory[0] && strcmp(f->l.memory, p) != 0 ? f->l.memory : NULL;
+}
+
+static void mkcg(struct fx *f, const char *rel)
+{
+	const char *dirs[] = {cg_layout_primary(&f->l), memory_dir(f)};
+	for (int i = 0; i < 2 && dirs[i]; i++) {
+		char path[2 * CG_PATH_MAX];
+		snprintf(path, sizeof path, "%s/%s", dirs[i], rel);
+		if (mkdir(path, 0755) != 0)
+			fail_msg("cannot make cgroup \"%s\": %s (this test needs root and a "
+			         "writable cgroup hierarchy)",
+			         path, strerror(errno));
+		int k = 0;
+		while (k < f->nmade && strcmp(f->made[k], path) != 0)
+			k++;
+		if (k == f->nmade)
+			snprintf(f->made[f->nmade++], sizeof f->made[0], "%s", path);
+	}
+}
+
+static void rmcg(struct fx *f, const char *rel)
+{
+	const char *dirs[] = {memory_dir(f), cg_layout_primary(&f->l)};
+	for (int i = 0; i < 2; i++) {
+		if (dirs[i] == NULL)
+			continue;
+		char path[2 * CG_PATH_MAX];
+		snprintf(path, sizeof path, "%s/%s", dirs[i], rel);
+		/* the kernel may still be tearing the last task down */
+		for (int t = 0; rmdir(path) != 0; t++) {
+			if (errno != EBUSY || t > 100)
+				fail_msg("cannot remove cgroup %s: %s", path, strerror(errno));
+			sleep_ms(10);
+		}
+	}
+}
+
+/* CPU the kernel counted in cgroup rel, from its own file: cpu.stat on v2, cpuacct.usage on v1. */
+static int64_t kernel_cpu(struct fx *f, const char *rel)
+{
+	char path[2 * CG_PATH_MAX], buf[4096];
+	int64_t v = -1;
+	if (f->l.v2[0]) {
+		snprintf(path, sizeof path, "%s/%s/cpu.stat", f->l.v2, rel);
+		FILE *fp = fopen(path, "r");
+		if (fp == NULL)
+			fail_msg("%s: %s", path, strerror(errno));
+		while (fgets(buf, sizeof buf, fp))
+			if (sscanf(buf, "usage_usec %" SCNd64, &v) == 1)
+				break;
+		fclose(fp);
+	} else {
+		snprintf(path, sizeof path, "%s/%s/cpuacct.usage", f->l.cpuacct, rel);
+		FILE *fp = fopen(path, "r");
+		if (fp == NULL || fscanf(fp, "%" SCNd64, &v) != 1)
+			fail_msg("%s: cannot read", path);
+		fclose(fp);
+		v /= 1000;
+	}
+	if (v < 0)
+		fail_msg("no CPU usage in %s", path);
+	return v;
+}
+
+/* ---- workloads ---- */
+
+static void join(struct fx *f, const char *rel)
+{
+	const char *dirs[] = {cg_layout_primary(&f->l), memory_dir(f)};
+	for (int i = 0; i < 2 && dirs[i]; i++) {
+		char path[2 * CG_PATH_MAX], pid[32];
+		snprintf(path, sizeof path, "%s/%s/cgroup.procs", dirs[i], rel);
+		snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+		int fd = open(path, O_WRONLY);
+		if (fd < 0 || write(fd, pid, strlen(pid)) < 0)
+			_exit(3);
+		close(fd);
+	}
+}
+
+static void spin_us(int64_t us)
+{
+	volatile uint64_t x = 0;
+	int64_t until = cpu_now_us() + us;
+	while (cpu_now_us() < until)
+		for (int k = 0; k < 20000; k++)
+			x++;
+}
+
+/* A child in sandbox i's cgroup; busy_ms/idle_ms < 0: spin for -busy_ms of CPU and exit. */
+static pid_t workload(struct fx *f, int i, int busy_ms, int idle_ms)
+{
+	char rel[128];
+	snprintf(rel, sizeof rel, "%s/%s", f->holder, sb_name[i]);
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid;
+	join(f, rel);
+	if (busy_ms < 0) {
+		spin_us((int64_t)-busy_ms * 1000);
+		_exit(0);
+	}
+	for (;;) {
+		if (busy_ms > 0)
+			spin_us((int64_t)busy_ms * 1000);
+		if (idle_ms > 0)
+			sleep_ms(idle_ms);
+	}
+}
+
+/* ---- processes ---- */
+
+static void start_collector(struct fx *f)
+{
+	char extra[64] = "";
+	if (f->fault == F_SPOOL_FULL)
+		snprintf(extra, sizeof extra, "--spool-max-mib=0.002");
+	else if (f->fault == F_TWICE)
+		snprintf(extra, sizeof extra, "--send-twice");
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open(f->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		setenv("DATABASE_URL", f->url, 1);
+		if (f->skew) {
+			setenv("FAKETIME", f->skew, 1);
+			setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+			setenv("FAKETIME_NO_CACHE", "1", 1);
+			setenv("LD_PRELOAD", FAKETIME_LIB, 1);
+			/* the sanitizers' runtime wants to come first; it may come second here */
+			setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+		}
+		execl(METER_COLLECTOR_BIN, METER_COLLECTOR_BIN, "--root", "/sys/fs/cgroup",
+		      "--match", f->pattern, "--interval", "500ms", "--spool", f->spool,
+		      "--host-id", "e2e", "--rescan", "2s", extra[0] ? extra : NULL, (char *)NULL);
+		_exit(127);
+	}
+	f->collector = pid;
+}
+
+static int stop_collector(struct fx *f, int sig)
+{
+	int st = 0;
+	kill(f->collector, sig);
+	waitpid(f->collector, &st, 0);
+	f->collector = 0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void kill_api(struct fx *f)
+{
+	kill(f->api.pid, SIGKILL);
+	waitpid(f->api.pid, NULL, 0);
+	f->api.pid = 0;
+}
+
+static cJSON *api_json(struct fx *f, const char *method, const char *path, const char *body,
+                       int want)
+{
+	struct http_res r;
+	/* like any client: 503 (the database coming back) is tried again, for up to 10 s */
+	for (int t = 0;; t++) {
+		http_do(f->api.port, method, path, f->admin, body, body ? strlen(body) : 0, &r);
+		if (r.status != 503 || t == 50)
+			break;
+		http_free(&r);
+		sleep_ms(200);
+	}
+	if (r.status != want)
+		fail_msg("%s %s: %d %s", method, path, r.status, r.body ? r.body : "");
+	cJSON *j = http_json(&r);
+	http_free(&r);
+	if (j == NULL)
+		fail_msg("%s %s: not JSON", method, path);
+	return j;
+}
+
+/* A decimal string field, at scale decimals, as an integer. */
+static int64_t dec(cJSON *o, const char *name, int scale)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+	int64_t out;
+	if (!cJSON_IsString(v) ||
+	    meter_decimal_parse(v->valuestring, scale, false, &out) != METER_OK)
+		fail_msg("field %s is not a decimal string", name);
+	return out;
+}
+
+/* ---- fixture ---- */
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof *f);
+	if (f == NULL)
+		return -1;
+	snprintf(f->tmp, sizeof f->tmp, "/tmp/meter-e2e-XXXXXX");
+	if (mkdtemp(f->tmp) == NULL || chmod(f->tmp, 0711) != 0) {
+		free(f);
+		return -1;
+	}
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	for (int i = 0; i < NSB; i++)
+		if (f->kid[i] > 0) {
+			kill(f->kid[i], SIGKILL);
+			waitpid(f->kid[i], NULL, 0);
+		}
+	if (f->collector > 0)
+		stop_collector(f, SIGKILL);
+	if (f->api.pid > 0)
+		kill_api(f);
+	for (int i = f->nmade - 1; i >= 0; i--)
+		for (int t = 0; rmdir(f->made[i]) != 0 && errno != ENOENT; t++) {
+			if (t > 100) {
+				fprintf(stderr, "could not remove cgroup %s: %s\n", f->made[i],
+				        strerror(errno));
+				break;
+			}
+			sleep_ms(10);
+		}
+	if (f->mounted && umount2(f->spooldir, 0) != 0) /* its loop device goes with it */
+		fprintf(stderr, "could not unmount %s: %s\n", f->spooldir, strerror(errno));
+	if (f->pgdir[0]) {
+		char line[512];
+		snprintf(line, sizeof line,
+		         "METER_PG_DIR='%s' bash '%s/scripts/pg.sh' destroy >/dev/null", f->pgdir,
+		         METER_SOURCE_DIR);
+		if (system(line) != 0)
+			fprintf(stderr, "could not remove the test cluster %s\n", f->pgdir);
+	}
+	if (getenv("METER_E2E_KEEP") == NULL)
+		fakecg_remove(f->tmp);
+	free(f);
+	return 0;
+}
+
+/* Our own cluster, migrated; the API with an admin key; the account and its sandboxes. */
+static void bring_up(struct fx *f)
+{
+	char err[512];
+	if (!layout_find("/sys/fs/cgroup", "auto", NULL, &f->l, err, sizeof err))
+		fail_msg("this machine's cgroups cannot be found: %s", err);
+	snprintf(f->pgdir, sizeof f->pgdir, "%s/pg", f->tmp);
+	pg(f, "start");
+	snprintf(f->url, sizeof f->url, "postgresql:///meter?host=%s/run&user=meter", f->pgdir);
+	struct run_result *res = malloc(sizeof *res);
+	const char *argv[] = {METER_BIN, "migrate", NULL};
+	run_program(argv, f->url, res);
+	if (res->status != 0)
+		fail_msg("migrate: %s", res->err);
+	free(res);
+	PGconn *c = db_connect(f->url, err, sizeof err);
+	if (c == NULL)
+		fail_msg("%s", err);
+	int64_t id;
+	if (!key_create(c, NULL, f->admin, &id, err, sizeof err))
+		fail_msg("%s", err);
+	PQfinish(c);
+	if (!api_start(&f->api, METER_API_BIN, f->url, "--log-level=info"))
+		fail_msg("meter-api did not start");
+
+	snprintf(f->spooldir, sizeof f->spooldir, "%s/spool", f->tmp);
+	if (mkdir(f->spooldir, 0755) != 0)
+		fail_msg("mkdir %s: %s", f->spooldir, strerror(errno));
+	if (f->fault == F_READONLY) {
+		/* A small ext4 disk of its own: its errors=remount-ro can be triggered
+		 * under open files, as a failing disk does. */
+		char line[1024];
+		snprintf(line, sizeof line,
+		         "truncate -s 16M '%s/disk.img' && mkfs.ext4 -q -F '%s/disk.img' && "
+		         "mount -o loop,errors=remount-ro '%s/disk.img' '%s'",
+		         f->tmp, f->tmp, f->tmp, f->spooldir);
+		if (system(line) != 0)
+			fail_msg("cannot make an ext4 disk on a loop device for the spool (needs "
+			         "root, e2fsprogs and loop devices)");
+		f->mounted = true;
+	}
+	snprintf(f->spool, sizeof f->spool, "%s/collector.spool", f->spooldir);
+	snprintf(f->log, sizeof f->log, "%s/collector.log", f->tmp);
+
+	cJSON_Delete(api_json(f, "POST", "/v1/accounts",
+	                      "{\"id\": \"e2e\", \"name\": \"End to end\", \"plan\": \"paid\"}",
+	                      201));
+	for (int i = 0; i < NSB; i++) {
+		char body[256];
+		snprintf(body, sizeof body,
+		         "{\"id\": \"%s\", \"account_id\": \"e2e\", \"vcpus\": 1, \"memory_gib\": "
+		         "1}",
+		         sb_name[i]);
+		cJSON_Delete(api_json(f, "POST", "/v1/sandboxes", body, 201));
+	}
+	snprintf(f->holder, sizeof f->holder, "meter-e2e-%d", (int)getpid());
+	snprintf(f->pattern, sizeof f->pattern, "%s/(?<sandbox>[^/]+)", f->holder);
+	mkcg(f, f->holder);
+	start_collector(f);
+	sleep_ms(300);
+	for (int i = 0; i < NSB; i++) {
+		char rel[128];
+		snprintf(rel, sizeof rel, "%s/%s", f->holder, sb_name[i]);
+		mkcg(f, rel);
+	}
+	sleep_ms(300); /* the collector found them by inotify */
+}
+
+/* Sandboxes that end on their own: read their counter, then remove or remake the cgroup. */
+static void tick(struct fx *f)
+{
+	char rel[128];
+	if (!f->ends_done && waitpid(f->kid[ENDS], NULL, WNOHANG) == f->kid[ENDS]) {
+		f->kid[ENDS] = 0;
+		snprintf(rel, sizeof rel, "%s/%s", f->holder, sb_name[ENDS]);
+		f->kernel[ENDS] = kernel_cpu(f, rel);
+		rmcg(f, rel); /* while the collector samples it */
+		f->ends_done = true;
+	}
+	if (f->again_round < 2 && waitpid(f->kid[AGAIN], NULL, WNOHANG) == f->kid[AGAIN]) {
+		f->kid[AGAIN] = 0;
+		snprintf(rel, sizeof rel, "%s/%s", f->holder, sb_name[AGAIN]);
+		f->kernel[AGAIN] += kernel_cpu(f, rel);
+		if (f->again_round++ == 0) {
+			sleep_ms(600); /* sampled once empty */
+			rmcg(f, rel);
+			mkcg(f, rel); /* a new incarnation under the same id */
+			sleep_ms(100);
+			f->kid[AGAIN] = workload(f, AGAIN, -400, 0);
+		}
+	}
+}
+
+/* The spool's disk fails: ext4 turns itself read-only, open files and all. */
+static void disk_error(struct fx *f)
+{
+	char line[512], dev[128] = "";
+	snprintf(line, sizeof line, "findmnt -n -o SOURCE '%s'", f->spooldir);
+	FILE *p = popen(line, "r");
+	if (p == NULL || fgets(dev, sizeof dev, p) == NULL)
+		fail_msg("no device under %s", f->spooldir);
+	pclose(p);
+	dev[strcspn(dev, "\n")] = '\0';
+	const char *name = strrchr(dev, '/') ? strrchr(dev, '/') + 1 : dev;
+	snprintf(line, sizeof line, "/sys/fs/ext4/%s/trigger_fs_error", name);
+	int fd = open(line, O_WRONLY);
+	if (fd < 0 || write(fd, "1", 1) != 1)
+		fail_msg("cannot write %s: %s", line, strerror(errno));
+	close(fd);
+	snprintf(line, sizeof line, "%s/probe", f->spooldir);
+	if (mkdir(line, 0755) == 0 || errno != EROFS)
+		fail_msg("%s is still writable", f->spooldir);
+}
+
+static void fault_begin(struct fx *f)
+{
+	switch (f->fault) {
+	case F_PG:
+	case F_SPOOL_FULL:
+		pg(f, "stop --immediate");
+		break;
+	case F_READONLY:
+		pg(f, "stop --immediate");
+		sleep_ms(700); /* a batch or two go to the spool */
+		disk_error(f);
+		break;
+	case F_COLLECTOR:
+		stop_collector(f, SIGKILL);
+		start_collector(f);
+		break;
+	case F_API:
+		kill_api(f);
+		break;
+	case F_SKEW:
+		if (stop_collector(f, SIGTERM) != 0)
+			fail_msg("the collector did not stop cleanly");
+		f->skew = "-120";
+		start_collector(f);
+		break;
+	case F_NONE:
+	case F_TWICE:
+		break;
+	}
+}
+
+static void fault_end(struct fx *f)
+{
+	switch (f->fault) {
+	case F_PG:
+	case F_SPOOL_FULL:
+		pg(f, "start");
+		break;
+	case F_READONLY:
+		pg(f, "start");
+		break;
+	case F_COLLECTOR:
+		stop_collector(f, SIGKILL); /* again, mid-run */
+		start_collector(f);
+		break;
+	case F_API:
+		if (!api_start(&f->api, METER_API_BIN, f->url, "--log-level=info"))
+			fail_msg("meter-api did not start again");
+		break;
+	case F_SKEW:
+		if (stop_collector(f, SIGTERM) != 0)
+			fail_msg("the collector did not stop cleanly");
+		f->skew = NULL;
+		start_collector(f);
+		break;
+	case F_NONE:
+	case F_TWICE:
+		break;
+	}
+}
+
+static char *slurp(const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	if (fp == NULL)
+		return strdup("");
+	char *buf = malloc(1 << 20);
+	size_t n = fread(buf, 1, (1 << 20) - 1, fp);
+	buf[n] = '\0';
+	fclose(fp);
+	return buf;
+}
+
+static void wait_rollups(struct fx *f)
+{
+	char err[512];
+	PGconn *c = db_connect(f->url, err, sizeof err);
+	if (c == NULL)
+		fail_msg("%s", err);
+	for (int i = 0; i < 600; i++) {
+		PGresult *r = PQexec(c, "SELECT count(*) FROM rollup_queue");
+		bool done = PQresultStatus(r) == PGRES_TUPLES_OK && atoi(PQgetvalue(r, 0, 0)) == 0;
+		PQclear(r);
+		if (done) {
+			PQfinish(c);
+			return;
+		}
+		sleep_ms(50);
+	}
+	PQfinish(c);
+	fail_msg("rollups did not finish in 30 s");
+}
+
+static void run(struct fx *f)
+{
+	bring_up(f);
+	f->kid[BUSY] = workload(f, BUSY, 1000, 0);
+	f->kid[HALF] = workload(f, HALF, 20, 20);
+	f->kid[IDLE] = workload(f, IDLE, 0, 1000);
+	f->kid[ENDS] = workload(f, ENDS, -700, 0);
+	f->kid[AGAIN] = workload(f, AGAIN, -400, 0);
+	for (int step = 0; step < 300; step++) {
+		tick(f);
+		if (step == 10)
+			fault_begin(f);
+		if (step == 40)
+			fault_end(f);
+		if (step >= 60 && f->ends_done && f->again_round == 2)
+			break;
+		sleep_ms(100);
+	}
+	if (!f->ends_done || f->again_round != 2)
+		fail_msg("the sandboxes that end did not end in 30 s");
+	const int running[] = {BUSY, HALF, IDLE};
+	for (int k = 0; k < 3; k++) {
+		kill(f->kid[running[k]], SIGKILL);
+		waitpid(f->kid[running[k]], NULL, 0);
+		f->kid[running[k]] = 0;
+	}
+	sleep_ms(1200); /* their cgroups emptied: final samples */
+	for (int k = 0; k < 3; k++) {
+		char rel[128];
+		snprintf(rel, sizeof rel, "%s/%s", f->holder, sb_name[running[k]]);
+		f->kernel[running[k]] = kernel_cpu(f, rel);
+	}
+	int st = stop_collector(f, SIGTERM);
+	char *log = slurp(f->log);
+	if (st != 0)
+		fail_msg("the collector exited %d:\n%s", st, log);
+	free(log);
+	for (int i = 0; i < NSB; i++) {
+		char path[128];
+		snprintf(path, sizeof path, "/v1/sandboxes/%s/stop", sb_name[i]);
+		cJSON_Delete(api_json(f, "POST", path, "{}", 200));
+	}
+	wait_rollups(f);
+}
+
+/* The month of now and the hours around it, for the usage queries. */
+static void window(char *month, size_t mlen, char *from, char *to, size_t len)
+{
+	time_t now = time(NULL);
+	time_t a = now - now % 3600 - 3600, b = now - now % 3600 + 7200;
+	struct tm tm;
+	gmtime_r(&now, &tm);
+	strftime(month, mlen, "%Y-%m", &tm);
+	gmtime_r(&a, &tm);
+	strftime(from, len, "%Y-%m-%dT%H:00:00Z", &tm);
+	gmtime_r(&b, &tm);
+	strftime(to, len, "%Y-%m-%dT%H:00:00Z", &tm);
+}
+
+static void compare(struct fx *f)
+{
+	char month[16], from[32], to[32], path[256];
+	window(month, sizeof month, from, to, sizeof to);
+	int64_t kernel_total = 0, measured_total = 0, billed_total = 0;
+	for (int i = 0; i < NSB; i++) {
+		snprintf(path, sizeof path, "/v1/sandboxes/%s/usage?from=%s&to=%s", sb_name[i],
+		         from, to);
+		cJSON *u = api_json(f, "GET", path, NULL, 200);
+		int64_t measured = dec(u, "cpu_seconds", 6);
+		int64_t billed = dec(u, "vcpu_hours", 6) * 3600; /* 10^-6 h to µs */
+		cJSON_Delete(u);
+		int64_t k = f->kernel[i], diff = measured - k;
+		printf("  %-9s kernel %9" PRId64 " us  measured %9" PRId64 " us  billed %9" PRId64
+		       " us\n",
+		       sb_name[i], k, measured, billed);
+		/* within 1 % (and 5 ms for the idle one, which burns next to nothing) */
+		if (llabs(diff) * 100 > k && llabs(diff) > 5000)
+			fail_msg("%s: measured %" PRId64 " us, the kernel counted %" PRId64 " us",
+			         sb_name[i], measured, k);
+		kernel_total += k;
+		measured_total += measured;
+		billed_total += billed;
+	}
+	/* The account's usage and the draft invoice say the same. */
+	snprintf(path, sizeof path, "/v1/accounts/e2e/usage?from=%s&to=%s", from, to);
+	cJSON *u = api_json(f, "GET", path, NULL, 200);
+	assert_int_equal(dec(u, "cpu_seconds", 6), measured_total);
+	int64_t cost = dec(u, "cost_exact", 9);
+	int64_t wall_us = dec(u, "sandbox_hours", 6) * 3600;
+	int64_t billed_all = dec(u, "vcpu_hours", 6) * 3600;
+	cJSON_Delete(u);
+	snprintf(path, sizeof path, "/v1/accounts/e2e/invoices/%s", month);
+	cJSON *inv = api_json(f, "GET", path, NULL, 200);
+	int64_t inv_cpu = -1, charged = 0;
+	cJSON *line;
+	cJSON_ArrayForEach(line, cJSON_GetObjectItemCaseSensitive(inv, "lines"))
+	{
+		cJSON *item = cJSON_GetObjectItemCaseSensitive(line, "item");
+		if (!cJSON_IsString(item))
+			fail_msg("an invoice line without an item");
+		if (strcmp(item->valuestring, "cpu") == 0)
+			inv_cpu = dec(line, "quantity", 9) * 36 / 10;
+		if (strcmp(item->valuestring, "cpu") == 0 ||
+		    strcmp(item->valuestring, "memory") == 0)
+			charged += dec(line, "amount_exact", 9);
+	}
+	cJSON_Delete(inv);
+	/* The invoice charges the usage at list prices (the trial credit comes after). */
+	assert_int_equal(charged, cost);
+	/* both to the millionth of an hour: 3.6 ms */
+	if (llabs(inv_cpu - billed_all) > 3600 || llabs(billed_all - billed_total) > 3600 * NSB)
+		fail_msg("the invoice bills %" PRId64 " us of CPU, the account's usage %" PRId64
+		         ", its sandboxes' %" PRId64,
+		         inv_cpu, billed_all, billed_total);
+	/* Billed CPU is the measured CPU raised to the floor (2.5 % of a vCPU) where idle. */
+	int64_t floor_all = wall_us / 40;
+	printf("%s: CPU burned %" PRId64 " us (kernel), billed as measured %" PRId64
+	       " us (%+.3f %%), invoiced %" PRId64 " us with the idle floor\n",
+	       fault_name[f->fault], kernel_total, measured_total,
+	       100.0 * (double)(measured_total - kernel_total) / (double)kernel_total, inv_cpu);
+	if (llabs(measured_total - kernel_total) * 100 > kernel_total)
+		fail_msg("measured %" PRId64 " us in all, the kernel %" PRId64, measured_total,
+		         kernel_total);
+	if (inv_cpu < kernel_total * 99 / 100 || inv_cpu > kernel_total * 101 / 100 + floor_all)
+		fail_msg("invoiced %" PRId64 " us, outside the kernel's %" PRId64
+		         " us plus at most the floor %" PRId64,
+		         inv_cpu, kernel_total, floor_all);
+}
+
+static void expect_log(struct fx *f, const char *text)
+{
+	char *log = slurp(f->log);
+	bool found = strstr(log, text) != NULL;
+	if (!found)
+		fprintf(stderr, "collector log:\n%s\n", log);
+	free(log);
+	if (!found)
+		fail_msg("the collector's log does not say \"%s\"", text);
+}
+
+static void no_fault(void **state)
+{
+	struct fx *f = *state;
+	f->fault = F_NONE;
+	run(f);
+	compare(f);
+	expect_log(f, "sandbox sb-ends emptied: final sample taken");
+}
+
+static void postgres_stopped_immediate_and_started(void **state)
+{
+	struct fx *f = *state;
+	f->fault = F_PG;
+	run(f);
+	compare(f);
+	expect_log(f, "database away: spooled");
+	expect_log(f, "replayed");
+}
+
+static void collector_killed_and_restarted(void **state)
+{
+	struct fx *f = *state;
+	f->fault = F_COLLECTOR;
+	run(f);
+	compare(f);
+}
+
+static void api_killed_and_restarted(void **state)
+{
+	struct fx *f = *state;
+	f->fault = F_API;
+	run(f);
+	compare(f);
+}
+
+static void every_batch_delivered_twice(void **state)
+{
+	struct fx *f = *state;
+	f->fault = F_TWICE;
+	run(f);
+	compare(f);
+}
+
+static void spool_filled_to_its_bound(void **state)
+{
+	struct fx *f = *state;
+	f->fault = F_SPOOL_FULL;
+	run(f);
+	compare(f);
+	expect_log(f, "thinned to the newest of each sandbox");
+}
+
+static void spool_disk_read_only(void **state)
+{
+	struct fx *f = *state;
+	f->fault = F_READONLY;
+	run(f);
+	compare(f);
+	expect_log(f, "kept in memory for the next try");
+}
+
+static void collector_clock_two_minutes_slow(void **state)
+{
+	struct fx *f = *state;
+	f->fault = F_SKEW;
+	if (access(FAKETIME_LIB, R_OK) != 0)
+		fail_msg("%s is missing: install Debian's faketime (scripts/deps.sh does)",
+		         FAKETIME_LIB);
+	run(f);
+	compare(f);
+}
+
+int main(void)
+{
+	if (getenv("METER_E2E_ONLY"))
+		cmocka_set_test_filter(getenv("METER_E2E_ONLY"));
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(no_fault, setup, teardown),
+	        cmocka_unit_test_setup_teardown(postgres_stopped_immediate_and_started, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(collector_killed_and_restarted, setup, teardown),
+	        cmocka_unit_test_setup_teardown(api_killed_and_restarted, setup, teardown),
+	        cmocka_unit_test_setup_teardown(every_batch_delivered_twice, setup, teardown),
+	        cmocka_unit_test_setup_teardown(spool_filled_to_its_bound, setup, teardown),
+	        cmocka_unit_test_setup_teardown(spool_disk_read_only, setup, teardown),
+	        cmocka_unit_test_setup_teardown(collector_clock_two_minutes_slow, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
