@@ -359,7 +359,12 @@ static const char *which_account(struct req *r, struct page *p)
 		}
 		return r->account;
 	}
-	if (asked && id_valid(asked))
+	if (asked && !id_valid(asked)) {
+		reply_problemf(r, 400, "invalid-parameter", "Invalid query parameter",
+		               "account must be %s", ID_RULE);
+		return NULL;
+	}
+	if (asked)
 		return asked;
 	/* an admin without ?account: the accounts to pick from */
 	PGconn *c = req_db(r);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "api/metrics.h"
@@ -19,10 +20,30 @@
 #include "common/sessions.h"
 #include "common/log.h"
 
+/*
+ * A connection, watched for slow senders. libmicrohttpd's timeout counts
+ * only silence, so a client that sends one byte a second would hold a
+ * connection for ever: a watchdog thread cuts (shutdown) any connection that
+ * has not sent a whole request within request_timeout_s of its opening or of
+ * its previous answer. Once a request is whole, the time its answer takes
+ * (the database, a slow reader) is the idle timeout's business.
+ */
+struct watched {
+	int fd;
+	int64_t since_ns;
+	bool answering, cut;
+	struct watched *prev, *next;
+};
+
 struct server {
 	struct MHD_Daemon *daemon;
 	struct pool *pool;
 	struct server_config cfg;
+	pthread_mutex_t watch_mu;
+	pthread_cond_t watch_cv;
+	struct watched *watched; /* open connections */
+	bool stopping, have_watchdog;
+	pthread_t watchdog;
 };
 
 static int64_t mono_ns(void)
@@ -397,6 +418,87 @@ static void dispatch(struct req *r)
 	}
 }
 
+static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+	struct server *s = cls;
+	struct watched *w = *socket_context;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci =
+		        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+		w = calloc(1, sizeof *w);
+		if (w == NULL || ci == NULL) {
+			free(w);
+			return; /* not watched: the idle timeout still applies */
+		}
+		w->fd = ci->connect_fd;
+		w->since_ns = mono_ns();
+		pthread_mutex_lock(&s->watch_mu);
+		w->next = s->watched;
+		if (s->watched)
+			s->watched->prev = w;
+		s->watched = w;
+		pthread_mutex_unlock(&s->watch_mu);
+		*socket_context = w;
+	} else if (w != NULL) {
+		pthread_mutex_lock(&s->watch_mu);
+		if (w->prev)
+			w->prev->next = w->next;
+		else
+			s->watched = w->next;
+		if (w->next)
+			w->next->prev = w->prev;
+		pthread_mutex_unlock(&s->watch_mu);
+		free(w);
+		*socket_context = NULL;
+	}
+}
+
+/* An answer is on its way (answering), or done and the next request's clock starts. */
+static void watch_mark(struct server *s, struct MHD_Connection *mc, bool answering)
+{
+	const union MHD_ConnectionInfo *ci =
+	        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct watched *w = ci ? ci->socket_context : NULL;
+	if (w == NULL)
+		return;
+	pthread_mutex_lock(&s->watch_mu);
+	w->answering = answering;
+	w->since_ns = mono_ns();
+	pthread_mutex_unlock(&s->watch_mu);
+}
+
+static void *watchdog(void *arg)
+{
+	struct server *s = arg;
+	int64_t limit = (int64_t)s->cfg.request_timeout_s * 1000000000;
+	pthread_mutex_lock(&s->watch_mu);
+	while (!s->stopping) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 250000000;
+		if (until.tv_nsec >= 1000000000) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&s->watch_cv, &s->watch_mu, &until);
+		int64_t now = mono_ns();
+		int cut = 0;
+		for (struct watched *w = s->watched; w; w = w->next)
+			if (!w->answering && !w->cut && now - w->since_ns > limit) {
+				/* libmicrohttpd then reads the end of the stream and closes it */
+				shutdown(w->fd, SHUT_RDWR);
+				w->cut = true;
+				cut++;
+			}
+		if (cut)
+			log_info("closed %d connection(s) that sent no whole request in %u s", cut,
+			         s->cfg.request_timeout_s);
+	}
+	pthread_mutex_unlock(&s->watch_mu);
+	return NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls)
@@ -445,6 +547,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 		*upload_size = 0;
 		return r->seen > (size_t)REQ_BODY_MAX * 16 ? MHD_NO : MHD_YES;
 	}
+	watch_mark(r->srv, mc, true); /* the request is whole: no longer a slow sender */
 	if (strlen(url) >= sizeof r->path) {
 		reply_problemf(r, 414, "too-long", "URI too long", "the path is too long");
 		return MHD_YES;
@@ -457,10 +560,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-	(void)mc;
 	(void)toe;
 	struct server *s = cls;
 	struct req *r = *con_cls;
+	watch_mark(s, mc, false);
 	if (r == NULL)
 		return;
 	if (r->db)
@@ -508,6 +611,8 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 		return NULL;
 	}
 	s->cfg = *cfg;
+	pthread_mutex_init(&s->watch_mu, NULL);
+	pthread_cond_init(&s->watch_cv, NULL);
 	s->pool = pool_new(cfg->db_url, cfg->pool_size);
 	if (s->pool == NULL) {
 		free(s);
@@ -519,8 +624,8 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 	        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
 	        (unsigned)cfg->threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->conn_limit,
 	        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout_s,
-	        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-	        NULL, MHD_OPTION_END);
+	        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+	        on_connection, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
 	if (s->daemon == NULL) {
 		snprintf(err, errlen, "could not listen on %s (in use, or not allowed?)",
 		         cfg->listen);
@@ -528,6 +633,9 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 		free(s);
 		return NULL;
 	}
+	s->have_watchdog = pthread_create(&s->watchdog, NULL, watchdog, s) == 0;
+	if (!s->have_watchdog)
+		log_warn("could not start the slow-client watchdog; only the idle timeout applies");
 	return s;
 }
 
@@ -535,6 +643,13 @@ void server_stop(struct server *s)
 {
 	if (s == NULL)
 		return;
+	if (s->have_watchdog) {
+		pthread_mutex_lock(&s->watch_mu);
+		s->stopping = true;
+		pthread_cond_signal(&s->watch_cv);
+		pthread_mutex_unlock(&s->watch_mu);
+		pthread_join(s->watchdog, NULL);
+	}
 	MHD_stop_daemon(s->daemon);
 	pool_free(s->pool);
 	free(s);

@@ -37,13 +37,14 @@ struct route {
 };
 
 struct server_config {
-	const char *listen;       /* HOST:PORT */
-	const char *db_url;       /* NULL: common/db.h's choice */
-	unsigned threads;         /* request threads */
-	unsigned pool_size;       /* database connections */
-	unsigned conn_limit;      /* open HTTP connections */
-	unsigned timeout_s;       /* idle connection timeout */
-	int64_t invoice_grace_us; /* after a month ends, before its invoice is final */
+	const char *listen;         /* HOST:PORT */
+	const char *db_url;         /* NULL: common/db.h's choice */
+	unsigned threads;           /* request threads */
+	unsigned pool_size;         /* database connections */
+	unsigned conn_limit;        /* open HTTP connections */
+	unsigned timeout_s;         /* idle connection timeout */
+	unsigned request_timeout_s; /* a whole request must arrive within it */
+	int64_t invoice_grace_us;   /* after a month ends, before its invoice is final */
 };
 
 struct server;

@@ -25,6 +25,7 @@ enum {
 	O_POOL,
 	O_CONNS,
 	O_TIMEOUT,
+	O_REQ_TIMEOUT,
 	O_ROLLUP,
 	O_ROLLUP_MS,
 	O_LOG,
@@ -46,6 +47,10 @@ static const struct opt_def opts[O_N] = {
                      false, "open HTTP connections at most"},
         [O_TIMEOUT] = {"idle-timeout", OPT_DECIMAL, 0, 1, 3600, "30", "METER_IDLE_TIMEOUT", false,
                        "seconds before an idle connection is closed"},
+        [O_REQ_TIMEOUT] = {"request-timeout", OPT_DECIMAL, 0, 1, 3600, "10",
+                           "METER_REQUEST_TIMEOUT", false,
+                           "seconds a client has to send a whole request (from connecting or "
+                           "its previous answer); slower clients are cut off"},
         [O_ROLLUP] = {"no-rollup", OPT_FLAG, 0, 0, 0, NULL, NULL, false,
                       "do not run the rollup worker in this process"},
         [O_ROLLUP_MS] = {"rollup-idle", OPT_DURATION, 0, 10000, 60000000, "250ms",
@@ -84,6 +89,7 @@ int main(int argc, char **argv)
 	        .pool_size = (unsigned)v[O_POOL].num,
 	        .conn_limit = (unsigned)v[O_CONNS].num,
 	        .timeout_s = (unsigned)v[O_TIMEOUT].num,
+	        .request_timeout_s = (unsigned)v[O_REQ_TIMEOUT].num,
 	        .invoice_grace_us = v[O_GRACE].num,
 	};
 	struct server *s = server_start(&cfg, err, sizeof err);

@@ -1,0 +1,526 @@
+/*
+ * Security checks of meter-api over real HTTP: every route of the route
+ * table refuses another account's key, SQL metacharacters in every field
+ * are data and never SQL, keys never reach the log, oversized headers,
+ * paths and bodies are refused with the server still up, and a client that
+ * sends one byte at a time is cut off.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/routes.h"
+#include "common/keys.h"
+#include "tests/support/http.h"
+#include "tests/support/testdb.h"
+
+struct fx {
+	struct testdb db;
+	struct api_proc api;
+	char admin[KEY_LEN + 1], mine[KEY_LEN + 1], theirs[KEY_LEN + 1];
+	char month[8];
+};
+
+static void sql(struct fx *f, const char *q)
+{
+	PGresult *r = PQexec(f->db.conn, q);
+	ExecStatusType st = PQresultStatus(r);
+	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+		fail_msg("%s: %s", q, PQerrorMessage(f->db.conn));
+	PQclear(r);
+}
+
+static void key(struct fx *f, const char *account, char *out)
+{
+	char err[256];
+	int64_t id;
+	if (!key_create(f->db.conn, account, out, &id, err, sizeof err))
+		fail_msg("%s", err);
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof *f);
+	if (f == NULL || !testdb_create_migrated(&f->db, "security")) {
+		free(f);
+		return -1;
+	}
+	*state = f;
+	/* Two accounts with a sandbox and an hour of usage each. */
+	sql(f, "INSERT INTO accounts (id, name, plan) VALUES ('mine', 'Mine Ltd', 'paid'), "
+	       "('victim', 'Victim Secret Corp', 'paid')");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) VALUES "
+	       "('sb-mine', 'mine', 1, 1, now() - interval '1 hour'), "
+	       "('sb-victim', 'victim', 1, 1, now() - interval '1 hour')");
+	key(f, NULL, f->admin);
+	key(f, "mine", f->mine);
+	key(f, "victim", f->theirs);
+	time_t now = time(NULL);
+	struct tm tm;
+	gmtime_r(&now, &tm);
+	strftime(f->month, sizeof f->month, "%Y-%m", &tm);
+	/* debug logging, so that "never logged" covers the most talkative level */
+	setenv("METER_LOG_LEVEL", "debug", 1);
+	if (!api_start(&f->api, METER_API_BIN, f->db.url, "--request-timeout=2"))
+		return -1;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	if (f->api.pid)
+		api_stop(&f->api);
+	testdb_drop(&f->db);
+	free(f);
+	return 0;
+}
+
+static struct http_res call(struct fx *f, const char *method, const char *path, const char *k,
+                            const char *body)
+{
+	struct http_res r;
+	http_do(f->api.port, method, path, k, body, body ? strlen(body) : 0, &r);
+	return r;
+}
+
+/* The path of a route with the victim's ids (or mine), its query and body. */
+static void route_request(struct fx *f, const struct route *rt, const char *acct, const char *sb,
+                          char *path, size_t plen, const char **body)
+{
+	char from[32], to[32];
+	time_t now = time(NULL);
+	time_t a = now - now % 3600 - 7200, b = now - now % 3600 + 3600;
+	strftime(from, sizeof from, "%Y-%m-%dT%H:00:00Z", gmtime(&a));
+	strftime(to, sizeof to, "%Y-%m-%dT%H:00:00Z", gmtime(&b));
+	static char qbody[256];
+	*body = NULL;
+	size_t n = 0;
+	path[0] = '\0';
+	for (const char *p = rt->pattern; *p && n + 64 < plen;) {
+		if (strncmp(p, "{id}", 4) == 0) {
+			n += (size_t)snprintf(path + n, plen - n, "%s",
+			                      strncmp(rt->pattern, "/v1/accounts", 12) == 0 ? acct
+			                                                                    : sb);
+			p += 4;
+		} else if (strncmp(p, "{month}", 7) == 0) {
+			n += (size_t)snprintf(path + n, plen - n, "%s", f->month);
+			p += 7;
+		} else {
+			path[n++] = *p++;
+			path[n] = '\0';
+		}
+	}
+	if (strstr(rt->pattern, "/usage"))
+		snprintf(path + n, plen - n, "?from=%s&to=%s", from, to);
+	else if (strstr(rt->pattern, "/forecast"))
+		snprintf(path + n, plen - n, "?month=%s", f->month);
+	else if (strncmp(rt->pattern, "/dashboard/exports/", 19) == 0)
+		snprintf(path + n, plen - n, "?format=focus&account=%s", acct);
+	else if (strstr(rt->pattern, "/exports/"))
+		snprintf(path + n, plen - n, "?format=focus");
+	else if (strcmp(rt->pattern, "/dashboard") == 0)
+		snprintf(path + n, plen - n, "?account=%s", acct);
+	if (strcmp(rt->method, "POST") == 0 || strcmp(rt->method, "PATCH") == 0) {
+		if (strcmp(rt->pattern, "/v1/quota/check") == 0)
+			snprintf(qbody, sizeof qbody,
+			         "{\"account_id\": \"%s\", \"vcpus\": 1, \"memory_gib\": 1}", acct);
+		else if (strcmp(rt->pattern, "/v1/sandboxes") == 0)
+			snprintf(qbody, sizeof qbody,
+			         "{\"id\": \"sb-new\", \"account_id\": \"%s\", \"vcpus\": 1, "
+			         "\"memory_gib\": 1}",
+			         acct);
+		else if (strcmp(rt->pattern, "/v1/accounts") == 0)
+			snprintf(qbody, sizeof qbody, "{\"name\": \"x\", \"plan\": \"paid\"}");
+		else if (strcmp(rt->method, "PATCH") == 0)
+			snprintf(qbody, sizeof qbody, "{\"max_concurrent\": 5}");
+		else
+			snprintf(qbody, sizeof qbody, "{}");
+		*body = qbody;
+	}
+}
+
+static void every_route_refuses_another_accounts_key(void **state)
+{
+	struct fx *f = *state;
+	int checked = 0;
+	for (int i = 0; i < routes_count; i++) {
+		const struct route *rt = &routes[i];
+		if (rt->auth == AUTH_PUBLIC)
+			continue;
+		char path[512];
+		const char *body;
+		route_request(f, rt, "victim", "sb-victim", path, sizeof path, &body);
+		struct http_res r = call(f, rt->method, path, f->mine, body);
+		int want = rt->auth == AUTH_ADMIN ? 403 : 404;
+		/* The dashboard's own page ignores ?account= for an account key: it shows
+		 * the key's own account, which must not be the victim's. */
+		bool own_page = strcmp(rt->pattern, "/dashboard") == 0 && r.status == 200;
+		if (r.status != want && !own_page)
+			fail_msg("%s %s with another account's key: %d, not %d", rt->method, path,
+			         r.status, want);
+		/* (the path the attacker sent may come back; the victim's name must not) */
+		if (r.body && strstr(r.body, "Victim Secret"))
+			fail_msg("%s %s with another account's key shows the victim's data",
+			         rt->method, path);
+		http_free(&r);
+		/* The same request with the victim's own key or the admin's is served:
+		 * the refusal above is about the key, not a malformed request. */
+		if (strcmp(rt->method, "GET") == 0) {
+			r = call(f, rt->method, path, rt->auth == AUTH_ADMIN ? f->admin : f->theirs,
+			         body);
+			if (r.status != 200)
+				fail_msg("%s %s with the owner's key: %d", rt->method, path,
+				         r.status);
+			http_free(&r);
+		}
+		checked++;
+	}
+	assert_true(checked >= 16); /* every route that takes a key */
+}
+
+static const char *const hostile[] = {
+        "x'); DROP TABLE samples; --",
+        "' OR '1'='1",
+        "victim' --",
+        "1; SELECT pg_sleep(10)",
+        "$1",
+        "%s%s%n",
+        "\\\\x00",
+        "mine\\u0000victim",
+        "'||(SELECT key_hash FROM api_keys LIMIT 1)||'",
+};
+
+static long count(struct fx *f, const char *q)
+{
+	char buf[64];
+	return testdb_value(&f->db, q, buf, sizeof buf) ? strtol(buf, NULL, 10) : -1;
+}
+
+static void sql_metacharacters_in_every_field_are_data(void **state)
+{
+	struct fx *f = *state;
+	/* Each field of each body and each query parameter, one at a time. */
+	static const char *const bodies[][2] = {
+	        {"/v1/accounts", "{\"id\": \"@\", \"name\": \"n\", \"plan\": \"paid\"}"},
+	        {"/v1/accounts", "{\"name\": \"n\", \"plan\": \"@\"}"},
+	        {"/v1/accounts",
+	         "{\"name\": \"n\", \"plan\": \"paid\", \"monthly_spend_cap\": \"@\"}"},
+	        {"/v1/sandboxes",
+	         "{\"id\": \"@\", \"account_id\": \"mine\", \"vcpus\": 1, \"memory_gib\": 1}"},
+	        {"/v1/sandboxes",
+	         "{\"id\": \"sb-x\", \"account_id\": \"@\", \"vcpus\": 1, \"memory_gib\": 1}"},
+	        {"/v1/sandboxes", "{\"id\": \"sb-x\", \"account_id\": \"mine\", \"vcpus\": \"@\", "
+	                          "\"memory_gib\": 1}"},
+	        {"/v1/sandboxes", "{\"id\": \"sb-x\", \"account_id\": \"mine\", \"vcpus\": 1, "
+	                          "\"memory_gib\": \"@\"}"},
+	        {"/v1/sandboxes", "{\"id\": \"sb-x\", \"account_id\": \"mine\", \"vcpus\": 1, "
+	                          "\"memory_gib\": 1, \"started_at\": \"@\"}"},
+	        {"/v1/sandboxes/sb-mine/stop", "{\"stopped_at\": \"@\"}"},
+	        {"/v1/quota/check", "{\"account_id\": \"@\", \"vcpus\": 1, \"memory_gib\": 1}"},
+	        {"/v1/quota/check",
+	         "{\"account_id\": \"mine\", \"vcpus\": \"@\", \"memory_gib\": 1}"},
+	        {"/v1/estimates", "{\"runs_per_month\": \"@\", \"minutes_per_run\": 1, \"vcpus\": "
+	                          "1, \"memory_gib\": 1, \"avg_busy_vcpus\": 1}"},
+	        {"PATCH /v1/accounts/mine", "{\"monthly_spend_cap\": \"@\"}"},
+	        {"PATCH /v1/accounts/mine", "{\"max_concurrent\": \"@\"}"},
+	};
+	static const char *const gets[] = {
+	        "/v1/accounts/@",
+	        "/v1/accounts/mine/usage?from=@&to=2026-01-01T00:00:00Z",
+	        "/v1/accounts/mine/usage?from=2026-01-01T00:00:00Z&to=@",
+	        "/v1/accounts/mine/invoices/@",
+	        "/v1/accounts/mine/invoices/2026-11?format=@",
+	        "/v1/accounts/mine/forecast?month=@",
+	        "/v1/accounts/mine/forecast?month=2026-11&at=@",
+	        "/v1/accounts/mine/exports/2026-11?format=@",
+	        "/v1/sandboxes/@",
+	        "/v1/sandboxes/@/usage?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z",
+	        "/v1/rates?vcpus=@&memory_gib=1",
+	        "/dashboard?account=@",
+	        "/dashboard/sandboxes/@",
+	        "/login/@",
+	};
+	long accounts = count(f, "SELECT count(*) FROM accounts");
+	long sandboxes = count(f, "SELECT count(*) FROM sandboxes");
+	int sent = 0;
+	for (size_t h = 0; h < sizeof hostile / sizeof hostile[0]; h++) {
+		char json_str[256], url_str[256];
+		/* as a JSON string, and percent-encoded for a URL */
+		snprintf(json_str, sizeof json_str, "%s", hostile[h]);
+		size_t n = 0;
+		for (const unsigned char *p = (const unsigned char *)hostile[h]; *p && n < 240; p++)
+			n += (size_t)snprintf(url_str + n, sizeof url_str - n,
+			                      (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')
+			                              ? "%c"
+			                              : "%%%02X",
+			                      *p);
+		for (size_t b = 0; b < sizeof bodies / sizeof bodies[0]; b++) {
+			char body[1024], *at = strchr(bodies[b][1], '@');
+			snprintf(body, sizeof body, "%.*s%s%s", (int)(at - bodies[b][1]),
+			         bodies[b][1], json_str, at + 1);
+			bool patch = strncmp(bodies[b][0], "PATCH ", 6) == 0;
+			struct http_res r =
+			        call(f, patch ? "PATCH" : "POST",
+			             patch ? bodies[b][0] + 6 : bodies[b][0], f->admin, body);
+			if (r.status < 400 || r.status >= 500)
+				fail_msg("POST %s %s: %d %s", bodies[b][0], body, r.status,
+				         r.body ? r.body : "");
+			http_free(&r);
+			sent++;
+		}
+		for (size_t g = 0; g < sizeof gets / sizeof gets[0]; g++) {
+			char path[1024], *at = strchr(gets[g], '@');
+			snprintf(path, sizeof path, "%.*s%s%s", (int)(at - gets[g]), gets[g],
+			         url_str, at + 1);
+			struct http_res r = call(f, "GET", path, f->admin, NULL);
+			/* a login link that is no link sends back to the login page */
+			bool to_login = r.status == 303 && strncmp(r.location, "/login", 6) == 0;
+			if ((r.status < 400 || r.status >= 500) && !to_login)
+				fail_msg("GET %s: %d %s", path, r.status, r.body ? r.body : "");
+			http_free(&r);
+			sent++;
+		}
+		/* A free-text field takes it as it is, and gives it back as it is. */
+		char body[512];
+		cJSON *o = cJSON_CreateObject();
+		char id[32];
+		snprintf(id, sizeof id, "named-%zu", h);
+		cJSON_AddStringToObject(o, "id", id);
+		cJSON_AddStringToObject(o, "name", hostile[h]);
+		cJSON_AddStringToObject(o, "plan", "paid");
+		char *text = cJSON_PrintUnformatted(o);
+		snprintf(body, sizeof body, "%s", text);
+		free(text);
+		cJSON_Delete(o);
+		struct http_res r = call(f, "POST", "/v1/accounts", f->admin, body);
+		if (r.status != 201) {
+			fail_msg("an account named \"%s\": %d %s", hostile[h], r.status,
+			         r.body ? r.body : "");
+		}
+		bool made = r.status == 201;
+		http_free(&r);
+		if (made) {
+			char path[64];
+			snprintf(path, sizeof path, "/v1/accounts/%s", id);
+			r = call(f, "GET", path, f->admin, NULL);
+			cJSON *got = http_json(&r);
+			cJSON *name = cJSON_GetObjectItemCaseSensitive(got, "name");
+			assert_true(cJSON_IsString(name));
+			assert_string_equal(name->valuestring, hostile[h]);
+			cJSON_Delete(got);
+			http_free(&r);
+			accounts++;
+		}
+	}
+	assert_true(sent > 200);
+	/* Nothing was dropped, added or changed behind the API's back. */
+	assert_int_equal(count(f, "SELECT count(*) FROM accounts"), accounts);
+	assert_int_equal(count(f, "SELECT count(*) FROM sandboxes"), sandboxes);
+	assert_int_equal(count(f, "SELECT count(*) FROM samples"), 0);
+	assert_int_equal(count(f, "SELECT count(*) FROM api_keys"), 3);
+}
+
+static void read_api_log(struct fx *f, char *buf, size_t len)
+{
+	FILE *fp = fopen(f->api.log, "r");
+	size_t n = fp ? fread(buf, 1, len - 1, fp) : 0;
+	if (fp)
+		fclose(fp);
+	buf[n] = '\0';
+}
+
+static void keys_never_reach_the_log_checked(void **state)
+{
+	struct fx *f = *state;
+	const char *keys[] = {f->admin, f->mine, f->theirs};
+	for (int i = 0; i < 3; i++) {
+		struct http_res r = call(f, "GET", "/v1/accounts/mine", keys[i], NULL);
+		http_free(&r);
+		char path[160];
+		snprintf(path, sizeof path, "/v1/accounts/%s", keys[i]);
+		r = call(f, "GET", path, f->admin, NULL);
+		http_free(&r);
+	}
+	char wrong[KEY_LEN + 1];
+	snprintf(wrong, sizeof wrong, "%s", f->mine);
+	wrong[10] = wrong[10] == 'a' ? 'b' : 'a';
+	struct http_res r = call(f, "GET", "/v1/accounts/mine", wrong, NULL);
+	assert_int_equal(r.status, 401);
+	http_free(&r);
+	char body[256];
+	snprintf(body, sizeof body, "key=%s", f->mine);
+	http_do_ex(f->api.port, "POST", "/login", NULL, body, strlen(body),
+	           "Content-Type: application/x-www-form-urlencoded", &r);
+	assert_int_equal(r.status, 303);
+	http_free(&r);
+	char *log = malloc(1 << 20);
+	read_api_log(f, log, 1 << 20);
+	assert_non_null(strstr(log, "debug")); /* the log is there and talkative */
+	const char *all[] = {f->admin, f->mine, f->theirs, wrong};
+	for (int i = 0; i < 4; i++)
+		if (strstr(log, all[i] + 3)) /* the secret part, with or without "mk_" */
+			fail_msg("key %d is in the API's log", i);
+	free(log);
+}
+
+/* A raw connection to the API. */
+static int raw(struct fx *f)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->api.port)};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
+		fail_msg("cannot connect: %s", strerror(errno));
+	return fd;
+}
+
+/* The status of the answer on fd, 0 when the connection closed without one. */
+static int answer_status(int fd, int timeout_ms)
+{
+	char buf[512];
+	struct pollfd p = {fd, POLLIN, 0};
+	if (poll(&p, 1, timeout_ms) != 1)
+		return -1;
+	ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	int st = 0;
+	return sscanf(buf, "HTTP/1.%*d %d", &st) == 1 ? st : 0;
+}
+
+static void healthy(struct fx *f)
+{
+	struct http_res r = call(f, "GET", "/healthz", NULL, NULL);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+}
+
+static void oversized_headers_paths_and_bodies_are_refused(void **state)
+{
+	struct fx *f = *state;
+	size_t big = 128 * 1024;
+	char *req = malloc(big + 256);
+	/* one header of 128 KiB */
+	int n = snprintf(req, 256, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ");
+	memset(req + n, 'a', big);
+	memcpy(req + n + big, "\r\n\r\n", 4);
+	int fd = raw(f);
+	ssize_t sent = send(fd, req, (size_t)n + big + 4, MSG_NOSIGNAL);
+	int st = answer_status(fd, 5000);
+	close(fd);
+	if (st != 431 && st != 413 && st != 400 && !(st == 0 && sent >= 0))
+		fail_msg("a 128 KiB header: %d", st);
+	healthy(f);
+	/* a path of 8 KiB */
+	memcpy(req, "GET /", 5);
+	memset(req + 5, 'p', 8192);
+	n = snprintf(req + 5 + 8192, 64, " HTTP/1.1\r\nHost: x\r\n\r\n");
+	fd = raw(f);
+	send(fd, req, (size_t)(5 + 8192 + n), MSG_NOSIGNAL);
+	st = answer_status(fd, 5000);
+	close(fd);
+	if (st != 414 && st != 431 && st != 400 && st != 0)
+		fail_msg("an 8 KiB path: %d", st);
+	healthy(f);
+	/* a body that says it is 1 GiB */
+	fd = raw(f);
+	n = snprintf(req, 256,
+	             "POST /v1/estimates HTTP/1.1\r\nHost: x\r\nContent-Length: 1073741824\r\n"
+	             "Content-Type: application/json\r\n\r\n{");
+	send(fd, req, (size_t)n, MSG_NOSIGNAL);
+	memset(req, ' ', 65536);
+	for (int i = 0; i < 8; i++)
+		if (send(fd, req, 65536, MSG_NOSIGNAL) < 0)
+			break;
+	st = answer_status(fd, 5000);
+	close(fd);
+	if (st != 413 && st != 0)
+		fail_msg("a 1 GiB body: %d", st);
+	healthy(f);
+	free(req);
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+	nanosleep(&ts, NULL);
+}
+
+/* Sends text one byte every 400 ms; the number of bytes the server took before it cut us off. */
+static int dribble(int fd, const char *text, int max_ms)
+{
+	int sent = 0;
+	for (int t = 0; text[sent] && t < max_ms; t += 400) {
+		if (send(fd, text + sent, 1, MSG_NOSIGNAL) != 1)
+			return sent;
+		sent++;
+		struct pollfd p = {fd, POLLIN, 0};
+		if (poll(&p, 1, 400) == 1) {
+			char c;
+			if (recv(fd, &c, 1, MSG_DONTWAIT) <= 0)
+				return sent; /* closed */
+		}
+	}
+	return -1;
+}
+
+static void a_client_sending_a_byte_at_a_time_is_cut_off(void **state)
+{
+	struct fx *f = *state;
+	/* headers, a byte at a time (the API runs with --request-timeout=2) */
+	static const char head[] = "GET /v1/accounts/mine HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+	                           "X-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+	int fd = raw(f);
+	int took = dribble(fd, head, 15000);
+	close(fd);
+	if (took < 0)
+		fail_msg("a client sending one byte at a time was not cut off in 15 s");
+	assert_true(took < (int)strlen(head));
+	/* a body, a byte at a time, after whole headers */
+	static const char post[] = "POST /v1/estimates HTTP/1.1\r\nHost: x\r\nContent-Type: "
+	                           "application/json\r\nContent-Length: 60\r\n\r\n";
+	fd = raw(f);
+	assert_int_equal(send(fd, post, strlen(post), MSG_NOSIGNAL), (ssize_t)strlen(post));
+	took = dribble(fd, "{\"runs_per_month\": 1, \"minutes_per_run\": 1, \"vcpus\": 1,     ",
+	               15000);
+	close(fd);
+	if (took < 0)
+		fail_msg("a body sent one byte at a time was not cut off in 15 s");
+	/* while a prompt client on a kept-alive connection is served */
+	healthy(f);
+	sleep_ms(100);
+	char *log = malloc(1 << 20);
+	read_api_log(f, log, 1 << 20);
+	assert_non_null(strstr(log, "sent no whole request in 2 s"));
+	free(log);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(every_route_refuses_another_accounts_key, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(sql_metacharacters_in_every_field_are_data, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(keys_never_reach_the_log_checked, setup, teardown),
+	        cmocka_unit_test_setup_teardown(oversized_headers_paths_and_bodies_are_refused,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(a_client_sending_a_byte_at_a_time_is_cut_off, setup,
+	                                        teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
