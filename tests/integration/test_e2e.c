@@ -255,6 +255,7 @@ static void kill_api(struct fx *f)
 	kill(f->api.pid, SIGKILL);
 	waitpid(f->api.pid, NULL, 0);
 	f->api.pid = 0;
+	unlink(f->api.log);
 }
 
 static cJSON *api_json(struct fx *f, const char *method, const char *path, const char *body,
