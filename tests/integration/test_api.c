@@ -23,6 +23,7 @@
 #include "meter/invoice.h"
 #include "meter/rating.h"
 #include "meter/timefmt.h"
+#include "tests/support/cluster.h"
 #include "tests/support/http.h"
 #include "tests/support/run.h"
 #include "tests/support/testdb.h"
@@ -36,11 +37,8 @@ struct fx {
 
 static void sql(struct fx *f, const char *q)
 {
-	PGresult *r = PQexec(f->db.conn, q);
-	ExecStatusType st = PQresultStatus(r);
-	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-		fail_msg("%s: %s", q, PQerrorMessage(f->db.conn));
-	PQclear(r);
+	if (!testdb_exec(&f->db, q))
+		fail_msg("SQL failed");
 }
 
 static long num(struct fx *f, const char *q)
@@ -57,10 +55,8 @@ static long num(struct fx *f, const char *q)
 
 static void key(struct fx *f, const char *account, char *out)
 {
-	char err[256];
-	int64_t id;
-	if (!key_create(f->db.conn, account, out, &id, err, sizeof err))
-		fail_msg("%s", err);
+	if (!testdb_key(&f->db, account, out))
+		fail_msg("no key");
 }
 
 static int setup(void **state)
@@ -85,13 +81,8 @@ static int teardown(void **state)
 		api_stop(&f->api2);
 	testdb_drop(&f->db);
 	if (f->pgdir[0]) {
-		char line[512];
-		snprintf(
-		        line, sizeof line,
-		        "METER_PG_DIR='%s' bash '%s/scripts/pg.sh' destroy >/dev/null; rm -rf '%s'",
-		        f->pgdir, METER_SOURCE_DIR, f->tmp);
-		if (system(line) != 0)
-			fprintf(stderr, "could not remove %s\n", f->tmp);
+		cluster_destroy(f->pgdir);
+		rmdir(f->tmp);
 	}
 	free(f);
 	return 0;
@@ -1445,30 +1436,16 @@ static void spent_trials_and_reached_caps_refuse_new_sandboxes(void **state)
 static void postgres_stopped_and_started_under_the_api(void **state)
 {
 	struct fx *f = *state;
-	char line[512];
 	api_stop(&f->api);
-	snprintf(f->tmp, sizeof f->tmp, "/tmp/meter-apipg-XXXXXX");
-	assert_non_null(mkdtemp(f->tmp));
-	assert_int_equal(chmod(f->tmp, 0711), 0);
+	assert_true(test_tmpdir(f->tmp, sizeof f->tmp, "apipg"));
 	snprintf(f->pgdir, sizeof f->pgdir, "%s/pg", f->tmp);
-	snprintf(line, sizeof line, "METER_PG_DIR='%s' bash '%s/scripts/pg.sh' start >/dev/null",
-	         f->pgdir, METER_SOURCE_DIR);
-	assert_int_equal(system(line), 0);
 	char url[256];
-	snprintf(url, sizeof url, "postgresql:///meter?host=%s/run&user=meter", f->pgdir);
-	struct run_result *rr = malloc(sizeof *rr);
-	const char *argv[] = {METER_BIN, "migrate", NULL};
-	run_program(argv, url, rr);
-	assert_int_equal(rr->status, 0);
-	free(rr);
+	assert_true(cluster_start_migrated(f->pgdir, METER_BIN, url, sizeof url));
 	assert_true(api_start(&f->api, METER_API_BIN, url, "--log-level=error"));
 	struct http_res r = call(f, "GET", "/readyz", NULL, NULL);
 	assert_int_equal(r.status, 200);
 	http_free(&r);
-	snprintf(line, sizeof line,
-	         "METER_PG_DIR='%s' bash '%s/scripts/pg.sh' stop --immediate >/dev/null", f->pgdir,
-	         METER_SOURCE_DIR);
-	assert_int_equal(system(line), 0);
+	assert_true(cluster_pg(f->pgdir, "stop --immediate"));
 	for (int i = 0; i < 3; i++) {
 		r = call(f, "GET", "/readyz", NULL, NULL);
 		assert_int_equal(r.status, 503);
@@ -1481,9 +1458,7 @@ static void postgres_stopped_and_started_under_the_api(void **state)
 	r = call(f, "GET", "/healthz", NULL, NULL);
 	assert_int_equal(r.status, 200); /* the process is up all along */
 	http_free(&r);
-	snprintf(line, sizeof line, "METER_PG_DIR='%s' bash '%s/scripts/pg.sh' start >/dev/null",
-	         f->pgdir, METER_SOURCE_DIR);
-	assert_int_equal(system(line), 0);
+	assert_true(cluster_pg(f->pgdir, "start"));
 	int status = 0;
 	for (int i = 0; i < 100 && status != 200; i++) {
 		r = call(f, "GET", "/v1/rates?vcpus=2&memory_gib=4", NULL, NULL);

@@ -24,6 +24,7 @@
 #include "collector/layout.h"
 #include "collector/spool.h"
 #include "common/db.h"
+#include "tests/support/cluster.h"
 #include "tests/support/fakecg.h"
 #include "tests/support/run.h"
 #include "tests/support/testdb.h"
@@ -44,9 +45,7 @@ static int setup(void **state)
 	struct fx *f = calloc(1, sizeof *f);
 	if (f == NULL)
 		return -1;
-	snprintf(f->tmp, sizeof f->tmp, "/tmp/meter-coll-XXXXXX");
-	/* searchable by others: the test cluster's server runs as "postgres" */
-	if (mkdtemp(f->tmp) == NULL || chmod(f->tmp, 0711) != 0) {
+	if (!test_tmpdir(f->tmp, sizeof f->tmp, "coll")) {
 		free(f);
 		return -1;
 	}
@@ -56,10 +55,7 @@ static int setup(void **state)
 
 static void pg(struct fx *f, const char *cmd)
 {
-	char line[512];
-	snprintf(line, sizeof line, "METER_PG_DIR='%s' bash '%s/scripts/pg.sh' %s >/dev/null",
-	         f->pgdir, METER_SOURCE_DIR, cmd);
-	if (system(line) != 0)
+	if (!cluster_pg(f->pgdir, cmd))
 		fail_msg("scripts/pg.sh %s failed", cmd);
 }
 
@@ -80,14 +76,7 @@ static int teardown(void **state)
 			fprintf(stderr, "could not remove cgroup %s: %s\n", f->cg[i],
 			        strerror(errno));
 	testdb_drop(&f->db);
-	if (f->pgdir[0]) {
-		char line[512];
-		snprintf(line, sizeof line,
-		         "METER_PG_DIR='%s' bash '%s/scripts/pg.sh' destroy >/dev/null", f->pgdir,
-		         METER_SOURCE_DIR);
-		if (system(line) != 0)
-			fprintf(stderr, "could not remove the test cluster %s\n", f->pgdir);
-	}
+	cluster_destroy(f->pgdir);
 	fakecg_remove(f->tmp);
 	free(f);
 	return 0;
@@ -98,13 +87,6 @@ static int64_t now_us(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
 }
 
 /* Starts meter-collector with args (NULL-terminated), output to tmp/collector.log. */
@@ -349,14 +331,8 @@ static void a_real_cgroup_that_vanishes_reads_as_gone(void **state)
 static void own_cluster(struct fx *f)
 {
 	snprintf(f->pgdir, sizeof f->pgdir, "%s/pg", f->tmp);
-	pg(f, "start");
-	snprintf(f->url, sizeof f->url, "postgresql:///meter?host=%s/run&user=meter", f->pgdir);
-	struct run_result *res = malloc(sizeof *res);
-	const char *argv[] = {METER_BIN, "migrate", NULL};
-	run_program(argv, f->url, res);
-	if (res->status != 0)
-		fail_msg("migrate: %s", res->err);
-	free(res);
+	if (!cluster_start_migrated(f->pgdir, METER_BIN, f->url, sizeof f->url))
+		fail_msg("the test's own cluster did not start");
 }
 
 static void fake_sandboxes(struct fx *f, char *root, size_t len)

@@ -37,6 +37,7 @@
 #include "common/db.h"
 #include "common/keys.h"
 #include "meter/decimal.h"
+#include "tests/support/cluster.h"
 #include "tests/support/fakecg.h"
 #include "tests/support/http.h"
 #include "tests/support/run.h"
@@ -71,13 +72,6 @@ struct fx {
 	int64_t kernel[NSB]; /* CPU µs the kernel counted, all incarnations */
 };
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 static int64_t cpu_now_us(void)
 {
 	struct timespec ts;
@@ -87,10 +81,7 @@ static int64_t cpu_now_us(void)
 
 static void pg(struct fx *f, const char *cmd)
 {
-	char line[512];
-	snprintf(line, sizeof line, "METER_PG_DIR='%s' bash '%s/scripts/pg.sh' %s >/dev/null",
-	         f->pgdir, METER_SOURCE_DIR, cmd);
-	if (system(line) != 0)
+	if (!cluster_pg(f->pgdir, cmd))
 		fail_msg("scripts/pg.sh %s failed", cmd);
 }
 
@@ -297,8 +288,7 @@ static int setup(void **state)
 	struct fx *f = calloc(1, sizeof *f);
 	if (f == NULL)
 		return -1;
-	snprintf(f->tmp, sizeof f->tmp, "/tmp/meter-e2e-XXXXXX");
-	if (mkdtemp(f->tmp) == NULL || chmod(f->tmp, 0711) != 0) {
+	if (!test_tmpdir(f->tmp, sizeof f->tmp, "e2e")) {
 		free(f);
 		return -1;
 	}
@@ -329,14 +319,7 @@ static int teardown(void **state)
 		}
 	if (f->mounted && umount2(f->spooldir, 0) != 0) /* its loop device goes with it */
 		fprintf(stderr, "could not unmount %s: %s\n", f->spooldir, strerror(errno));
-	if (f->pgdir[0]) {
-		char line[512];
-		snprintf(line, sizeof line,
-		         "METER_PG_DIR='%s' bash '%s/scripts/pg.sh' destroy >/dev/null", f->pgdir,
-		         METER_SOURCE_DIR);
-		if (system(line) != 0)
-			fprintf(stderr, "could not remove the test cluster %s\n", f->pgdir);
-	}
+	cluster_destroy(f->pgdir);
 	if (getenv("METER_E2E_KEEP") == NULL)
 		fakecg_remove(f->tmp);
 	free(f);
@@ -350,14 +333,8 @@ static void bring_up(struct fx *f)
 	if (!layout_find("/sys/fs/cgroup", "auto", NULL, &f->l, err, sizeof err))
 		fail_msg("this machine's cgroups cannot be found: %s", err);
 	snprintf(f->pgdir, sizeof f->pgdir, "%s/pg", f->tmp);
-	pg(f, "start");
-	snprintf(f->url, sizeof f->url, "postgresql:///meter?host=%s/run&user=meter", f->pgdir);
-	struct run_result *res = malloc(sizeof *res);
-	const char *argv[] = {METER_BIN, "migrate", NULL};
-	run_program(argv, f->url, res);
-	if (res->status != 0)
-		fail_msg("migrate: %s", res->err);
-	free(res);
+	if (!cluster_start_migrated(f->pgdir, METER_BIN, f->url, sizeof f->url))
+		fail_msg("the test's own cluster did not start");
 	PGconn *c = db_connect(f->url, err, sizeof err);
 	if (c == NULL)
 		fail_msg("%s", err);

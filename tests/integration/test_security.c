@@ -23,6 +23,7 @@
 
 #include "api/routes.h"
 #include "common/keys.h"
+#include "tests/support/cluster.h"
 #include "tests/support/http.h"
 #include "tests/support/testdb.h"
 
@@ -35,19 +36,8 @@ struct fx {
 
 static void sql(struct fx *f, const char *q)
 {
-	PGresult *r = PQexec(f->db.conn, q);
-	ExecStatusType st = PQresultStatus(r);
-	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-		fail_msg("%s: %s", q, PQerrorMessage(f->db.conn));
-	PQclear(r);
-}
-
-static void key(struct fx *f, const char *account, char *out)
-{
-	char err[256];
-	int64_t id;
-	if (!key_create(f->db.conn, account, out, &id, err, sizeof err))
-		fail_msg("%s", err);
+	if (!testdb_exec(&f->db, q))
+		fail_msg("SQL failed");
 }
 
 static int setup(void **state)
@@ -64,9 +54,9 @@ static int setup(void **state)
 	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) VALUES "
 	       "('sb-mine', 'mine', 1, 1, now() - interval '1 hour'), "
 	       "('sb-victim', 'victim', 1, 1, now() - interval '1 hour')");
-	key(f, NULL, f->admin);
-	key(f, "mine", f->mine);
-	key(f, "victim", f->theirs);
+	if (!testdb_key(&f->db, NULL, f->admin) || !testdb_key(&f->db, "mine", f->mine) ||
+	    !testdb_key(&f->db, "victim", f->theirs))
+		return -1;
 	time_t now = time(NULL);
 	struct tm tm;
 	gmtime_r(&now, &tm);
@@ -452,12 +442,6 @@ static void oversized_headers_paths_and_bodies_are_refused(void **state)
 		fail_msg("a 1 GiB body: %d", st);
 	healthy(f);
 	free(req);
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-	nanosleep(&ts, NULL);
 }
 
 /* Sends text one byte every 400 ms; the number of bytes the server took before it cut us off. */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/db.h"
+#include "common/keys.h"
 #include "migrations/migrate.h"
 
 static PGconn *admin_connect(void)
@@ -151,4 +152,25 @@ const char *testdb_sqlstate(struct testdb *t, const char *sql, char *buf, size_t
 		snprintf(buf, len, "%s", db_sqlstate(r));
 	PQclear(r);
 	return buf;
+}
+
+bool testdb_exec(struct testdb *t, const char *sql)
+{
+	PGresult *r = PQexec(t->conn, sql);
+	ExecStatusType st = PQresultStatus(r);
+	bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+	if (!ok)
+		fprintf(stderr, "%s: %s", sql, PQerrorMessage(t->conn));
+	PQclear(r);
+	return ok;
+}
+
+bool testdb_key(struct testdb *t, const char *account, char *key)
+{
+	char err[256];
+	int64_t id;
+	if (key_create(t->conn, account, key, &id, err, sizeof err))
+		return true;
+	fprintf(stderr, "%s\n", err);
+	return false;
 }

@@ -25,6 +25,12 @@ bool testdb_create_migrated(struct testdb *t, const char *tag);
 /* Closes the connection and drops the database. Safe on a zeroed struct. */
 void testdb_drop(struct testdb *t);
 
+/* Runs SQL on t->conn; prints the error and returns false when it fails. */
+bool testdb_exec(struct testdb *t, const char *sql);
+
+/* Makes an API key (admin when account is NULL) into key (KEY_LEN + 1 bytes). */
+bool testdb_key(struct testdb *t, const char *account, char *key);
+
 /* Runs SQL on t->conn and returns the first column of the first row, or NULL. */
 char *testdb_value(struct testdb *t, const char *sql, char *buf, size_t len);
 
