@@ -28,6 +28,7 @@ enum {
 	O_REQ_TIMEOUT,
 	O_ROLLUP,
 	O_ROLLUP_MS,
+	O_RETENTION,
 	O_LOG,
 	O_HELP,
 	O_N
@@ -56,6 +57,10 @@ static const struct opt_def opts[O_N] = {
         [O_ROLLUP_MS] = {"rollup-idle", OPT_DURATION, 0, 10000, 60000000, "250ms",
                          "METER_ROLLUP_IDLE", false,
                          "pause of the rollup worker when nothing is queued"},
+        [O_RETENTION] = {"raw-retention", OPT_DURATION, 0, 0, INT64_C(315360000000000), "35d",
+                         "METER_RAW_RETENTION", false,
+                         "raw sample partitions older than this are dropped once rolled up and "
+                         "invoiced as final (0: never)"},
         [O_LOG] = {"log-level", OPT_STRING, 0, 0, 0, "info", "METER_LOG_LEVEL", false,
                    "error, warn, info or debug"},
         [O_HELP] = {"help", OPT_FLAG, 0, 0, 0, NULL, NULL, false, "this text"},
@@ -99,7 +104,7 @@ int main(int argc, char **argv)
 	}
 	struct rollup *w = NULL;
 	if (!v[O_ROLLUP].set) {
-		w = rollup_start(NULL, (int)(v[O_ROLLUP_MS].num / 1000));
+		w = rollup_start(NULL, (int)(v[O_ROLLUP_MS].num / 1000), v[O_RETENTION].num);
 		if (w == NULL) {
 			log_error("could not start the rollup worker");
 			server_stop(s);

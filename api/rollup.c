@@ -38,6 +38,8 @@ struct job {
 	struct meter_size size;
 	int64_t started, stopped; /* METER_TIME_NONE when not known */
 	int64_t window;           /* re-rate intervals ending after this (an hour start) */
+	int64_t horizon;          /* raw samples before it were dropped (METER_TIME_NONE: none) */
+	char horizon_text[24];    /* the same for queries ("" when none) */
 	const struct meter_plan *plans;
 	size_t nplans;
 	struct bucket *b;
@@ -176,16 +178,24 @@ static bool last_before(PGconn *c, struct job *j, int64_t inc, const char *w,
 {
 	char incs[24];
 	snprintf(incs, sizeof incs, "%lld", (long long)inc);
-	const char *p[] = {j->sandbox, incs, w};
+	/* Raw samples after the horizon (late ones before it are never rated), and
+	 * what dropped partitions knew (sample_seeds). */
+	const char *p[] = {j->sandbox, incs, j->horizon_text[0] ? j->horizon_text : NULL, w};
 	PGresult *r = db_query(
 	        c,
-	        w ? "SELECT " US(
-	                    "max(ts)") ", max(cpu_usage_us) FROM samples WHERE sandbox_id = $1 "
-	                               "AND incarnation = $2 AND ts <= " TS("$3")
-	          : "SELECT " US(
-	                    "max(ts)") ", max(cpu_usage_us) FROM samples WHERE sandbox_id = $1 "
-	                               "AND incarnation = $2",
-	        w ? 3 : 2, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
+	        "SELECT " US(
+	                "max(t)") ", max(cpu) FROM ("
+	                          " SELECT max(ts) AS t, max(cpu_usage_us) AS cpu FROM samples"
+	                          " WHERE sandbox_id = $1 AND incarnation = $2"
+	                          " AND ($3::bigint IS NULL OR ts > " TS(
+	                                  "$3") ")"
+	                                        " AND ($4::bigint IS NULL OR ts <= " TS(
+	                                                "$4") ")"
+	                                                      " UNION ALL SELECT last_ts, "
+	                                                      "max_cpu_usage_us FROM sample_seeds"
+	                                                      " WHERE sandbox_id = $1 AND "
+	                                                      "incarnation = $2) x",
+	        4, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
 	if (r == NULL)
 		return false;
 	*found = PQntuples(r) == 1 && !PQgetisnull(r, 0, 0);
@@ -218,9 +228,12 @@ static bool rate(PGconn *c, struct job *j, char *err, size_t errlen)
 	int64_t *incs = NULL;
 	enum meter_status st = METER_OK;
 	bool ok = false;
+	/* Incarnations in the order they first appear, dropped partitions included. */
 	order = db_query(c,
-	                 "SELECT incarnation FROM samples WHERE sandbox_id = $1 "
-	                 "GROUP BY incarnation ORDER BY min(ts), incarnation",
+	                 "SELECT incarnation FROM (SELECT incarnation, min(ts) AS f FROM samples "
+	                 "WHERE sandbox_id = $1 GROUP BY incarnation UNION ALL SELECT "
+	                 "incarnation, first_ts FROM sample_seeds WHERE sandbox_id = $1) x "
+	                 "GROUP BY incarnation ORDER BY min(f), incarnation",
 	                 1, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
 	win = order ? db_query(c,
 	                       "SELECT incarnation, " US(
@@ -379,6 +392,28 @@ static bool store(PGconn *c, struct job *j, char *err, size_t errlen)
 }
 
 /* Takes one marked sandbox and rates it; 1 done, 0 nothing to take, -1 failed. */
+/* Where raw samples begin (meter_drop_sample_partitions moves it). */
+static bool read_horizon(PGconn *c, struct job *j, char *err, size_t errlen)
+{
+	PGresult *r = db_query(c,
+	                       "SELECT CASE WHEN raw_from = '-infinity' THEN NULL ELSE " US(
+	                               "raw_from") " END FROM sample_horizon",
+	                       0, NULL, PGRES_TUPLES_OK, "could not read the horizon", err, errlen);
+	if (r == NULL)
+		return false;
+	j->horizon = METER_TIME_NONE;
+	j->horizon_text[0] = '\0';
+	bool ok = true;
+	if (PQntuples(r) == 1 && !PQgetisnull(r, 0, 0)) {
+		ok = get_int(r, 0, 0, &j->horizon);
+		snprintf(j->horizon_text, sizeof j->horizon_text, "%lld", (long long)j->horizon);
+	}
+	PQclear(r);
+	if (!ok)
+		snprintf(err, errlen, "malformed horizon");
+	return ok;
+}
+
 static int one(PGconn *c, const struct meter_plan *plans, size_t nplans, char *err, size_t errlen)
 {
 	struct job j = {.plans = plans, .nplans = nplans};
@@ -412,6 +447,8 @@ static int one(PGconn *c, const struct meter_plan *plans, size_t nplans, char *e
 	/* Intervals ending after the start of the hour that holds from_ts. */
 	/* Everything (a new registration): from the epoch, before any sample can be. */
 	j.window = from == METER_TIME_NONE || from <= 0 ? 0 : meter_hour_of(from);
+	if (!read_horizon(c, &j, err, errlen))
+		goto out;
 	bool found = false;
 	if (!load_sandbox(c, &j, &found, err, errlen))
 		goto out;
@@ -419,6 +456,16 @@ static int one(PGconn *c, const struct meter_plan *plans, size_t nplans, char *e
 	 * when samples come after it was rated). */
 	if (found && j.stopped != METER_TIME_NONE && meter_hour_of(j.stopped) < j.window)
 		j.window = meter_hour_of(j.stopped) > 0 ? meter_hour_of(j.stopped) : 0;
+	/* Hours before the horizon lost their raw samples: they are final as they are. */
+	if (j.horizon != METER_TIME_NONE && j.window < j.horizon) {
+		if (from != METER_TIME_NONE && from > 0 && from < j.horizon)
+			log_warn(
+			        "rollup: sandbox %s has samples from before %s, whose raw data was "
+			        "dropped: they are not rated on their own (a later sample carries "
+			        "their CPU)",
+			        j.sandbox, j.horizon_text);
+		j.window = j.horizon;
+	}
 	const char *p[] = {j.sandbox};
 	if (!found) {
 		r = db_query(
@@ -483,12 +530,76 @@ int rollup_pass(PGconn *c, char *err, size_t errlen)
 	return rc < 0 ? -1 : done;
 }
 
+/* One statement in a transaction of its own that waits at most 2 s for locks. */
+static PGresult *upkeep_step(PGconn *c, const char *sql, int n, const char *const *p, char *err,
+                             size_t errlen)
+{
+	PGresult *r =
+	        db_query(c, "BEGIN", 0, NULL, PGRES_COMMAND_OK, "could not begin", err, errlen);
+	if (r == NULL)
+		return NULL;
+	PQclear(r);
+	r = db_query(c, "SET LOCAL lock_timeout = '2s'", 0, NULL, PGRES_COMMAND_OK,
+	             "could not set a lock timeout", err, errlen);
+	if (r)
+		PQclear(r);
+	r = r ? db_query(c, sql, n, p, PGRES_TUPLES_OK, "partition upkeep failed", err, errlen)
+	      : NULL;
+	PGresult *done = r ? db_query(c, "COMMIT", 0, NULL, PGRES_COMMAND_OK, "could not commit",
+	                              err, errlen)
+	                   : NULL;
+	if (done == NULL) {
+		PQclear(r);
+		PQclear(PQexec(c, "ROLLBACK"));
+		return NULL;
+	}
+	PQclear(done);
+	return r;
+}
+
+bool rollup_upkeep(PGconn *c, int64_t retention_us, char *err, size_t errlen)
+{
+	PGresult *r = upkeep_step(
+	        c, "SELECT meter_ensure_sample_partitions(now(), now() + interval '3 months')", 0,
+	        NULL, err, errlen);
+	if (r == NULL)
+		return false;
+	if (strcmp(PQgetvalue(r, 0, 0), "0") != 0)
+		log_info("partitions: made %s monthly partition(s) of samples ahead",
+		         PQgetvalue(r, 0, 0));
+	PQclear(r);
+	if (retention_us <= 0)
+		return true;
+	char keep[48];
+	snprintf(keep, sizeof keep, "%lld microseconds", (long long)retention_us);
+	const char *p[] = {keep};
+	r = upkeep_step(c,
+	                "SELECT array_to_string(meter_drop_sample_partitions($1::interval), ', ')",
+	                1, p, err, errlen);
+	if (r == NULL)
+		return false;
+	if (PQgetvalue(r, 0, 0)[0])
+		log_info(
+		        "partitions: dropped %s (rolled up, invoiced as final, past the retention)",
+		        PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return true;
+}
+
 struct rollup {
 	pthread_t thread;
 	atomic_bool stop;
 	char *url;
 	int idle_ms;
+	int64_t retention_us;
 };
+
+static int64_t mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec;
+}
 
 static void *worker(void *arg)
 {
@@ -496,6 +607,7 @@ static void *worker(void *arg)
 	PGconn *c = NULL;
 	char err[512];
 	bool warned = false;
+	int64_t next_upkeep = 0; /* at the start, then every hour */
 	while (!atomic_load(&w->stop)) {
 		if (c == NULL || PQstatus(c) != CONNECTION_OK) {
 			if (c)
@@ -504,6 +616,13 @@ static void *worker(void *arg)
 			if (c == NULL && !warned)
 				log_warn("rollup: %s; retrying", err);
 			warned = c == NULL;
+		}
+		if (c && mono_s() >= next_upkeep) {
+			next_upkeep = mono_s() + 3600;
+			if (!rollup_upkeep(c, w->retention_us, err, sizeof err)) {
+				log_warn("%s; tried again in a minute", err);
+				next_upkeep = mono_s() + 60;
+			}
 		}
 		if (c) {
 			int n = rollup_pass(c, err, sizeof err);
@@ -520,13 +639,14 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-struct rollup *rollup_start(const char *url, int idle_ms)
+struct rollup *rollup_start(const char *url, int idle_ms, int64_t raw_retention_us)
 {
 	struct rollup *w = calloc(1, sizeof *w);
 	if (w == NULL)
 		return NULL;
 	w->url = url ? strdup(url) : NULL;
 	w->idle_ms = idle_ms;
+	w->retention_us = raw_retention_us;
 	if (pthread_create(&w->thread, NULL, worker, w) != 0) {
 		free(w->url);
 		free(w);

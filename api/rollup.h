@@ -17,11 +17,16 @@
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct rollup;
 
-/* Starts the worker thread (url NULL: common/db.h's choice). */
-struct rollup *rollup_start(const char *url, int idle_ms);
+/*
+ * Starts the worker thread (url NULL: common/db.h's choice). At its start
+ * and every hour it also keeps the partitions of samples (rollup_upkeep)
+ * with raw_retention_us (0: raw samples are never dropped).
+ */
+struct rollup *rollup_start(const char *url, int idle_ms, int64_t raw_retention_us);
 void rollup_stop(struct rollup *w);
 
 /*
@@ -29,5 +34,14 @@ void rollup_stop(struct rollup *w);
  * rated, or -1 with err when the database failed. For tests and the worker.
  */
 int rollup_pass(PGconn *c, char *err, size_t errlen);
+
+/*
+ * Partition upkeep: makes the monthly partitions of samples through three
+ * months ahead, then (retention_us > 0) drops the raw partitions that ended
+ * at least retention_us ago, are rolled up and whose month is invoiced as
+ * final (migrations/0009). Logs what it made and dropped. False with err
+ * when the database failed; a lock not had at once is tried next time.
+ */
+bool rollup_upkeep(PGconn *c, int64_t retention_us, char *err, size_t errlen);
 
 #endif

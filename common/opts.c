@@ -29,6 +29,8 @@ static bool parse_duration(const char *s, int64_t *us)
 		mul = 60000000;
 	else if (strcmp(p, "h") == 0)
 		mul = INT64_C(3600000000);
+	else if (strcmp(p, "d") == 0)
+		mul = INT64_C(86400000000);
 	else
 		return false;
 	return ck_mul(v, mul, us);

@@ -1474,8 +1474,117 @@ static void postgres_stopped_and_started_under_the_api(void **state)
 	assert_int_equal(api_stop(&f->api), 0);
 }
 
+/* ---- partition upkeep ---- */
+
+static char *text(struct fx *f, const char *q, char *buf, size_t len)
+{
+	if (testdb_value(&f->db, q, buf, len) == NULL)
+		fail_msg("%s gave nothing", q);
+	return buf;
+}
+
+static char *invoice_body(struct fx *f, const char *month)
+{
+	char path[96];
+	snprintf(path, sizeof path, "/v1/accounts/acme/invoices/%s?format=csv", month);
+	struct http_res r = call(f, "GET", path, f->admin, NULL);
+	assert_int_equal(r.status, 200);
+	char *body = strdup(r.body);
+	http_free(&r);
+	return body;
+}
+
+static void dropping_old_raw_partitions_never_changes_an_invoice(void **state)
+{
+	struct fx *f = *state;
+	char buf[512], before[512];
+	seed(f);
+	/* "edge" runs across the end of September (two incarnations), "sep" in it. */
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	       "VALUES ('edge', 'acme', 2, 4, '2026-09-30T23:00:00Z', '2026-10-01T01:00:00Z'), "
+	       "('sep', 'acme', 2, 4, '2026-09-26T10:00:00Z', '2026-09-26T11:00:00Z')");
+	/* In the library's order (by incarnation, then time); [4] comes late. */
+	struct meter_sample edge[7] = {{3, 0, S10(1)}, {3, 0, S10(3)},  {3, 0, S10(8)},
+	                               {3, 0, S10(9)}, {3, 0, S10(10)}, {9, 0, S10(1)},
+	                               {9, 0, S10(5)}};
+	const char *edge_ts[] = {"2026-09-30T23:10:00Z", "2026-09-30T23:40:00Z",
+	                         "2026-10-01T00:20:00Z", "2026-10-01T00:50:00Z",
+	                         "2026-10-01T00:55:00Z", "2026-09-30T23:55:00Z",
+	                         "2026-10-01T00:30:00Z"};
+	struct meter_sample sep[3] = {{1, 0, S10(2)}, {1, 0, S10(6)}, {1, 0, S10(7)}};
+	const char *sep_ts[] = {"2026-09-26T10:20:00Z", "2026-09-26T10:50:00Z",
+	                        "2026-09-26T10:55:00Z"};
+	for (int i = 0; i < 7; i++)
+		meter_time_parse(edge_ts[i], &edge[i].t_us);
+	for (int i = 0; i < 3; i++)
+		meter_time_parse(sep_ts[i], &sep[i].t_us);
+	for (int i = 0; i < 7; i++)
+		if (i != 4)
+			insert(f, "edge", &edge[i]);
+	for (int i = 0; i < 2; i++)
+		insert(f, "sep", &sep[i]);
+	wait_rollups(f);
+	const char *drop = "SELECT array_to_string(meter_drop_sample_partitions('35 days'), ',')";
+	/* Not while September and October are drafts. */
+	assert_string_equal(text(f, drop, buf, sizeof buf), "");
+	char *inv9 = invoice_body(f, "2026-09"), *inv10 = invoice_body(f, "2026-10");
+	assert_non_null(strstr(inv9, "cpu"));
+	assert_string_equal(text(f, "SELECT count(*) FROM invoices", buf, sizeof buf), "2");
+	/* Not while a mark (here one parked for an unknown sandbox) reaches into it. */
+	sql(f, "INSERT INTO rollup_queue (sandbox_id, from_ts, queued_at, waiting) VALUES "
+	       "('ghost', '2026-09-15T00:00:00Z', now(), 'not registered')");
+	assert_string_equal(text(f, drop, buf, sizeof buf), "");
+	sql(f, "DELETE FROM rollup_queue WHERE sandbox_id = 'ghost'");
+	const char *usage = "SELECT md5(string_agg(u::text, '|' ORDER BY u::text)) FROM "
+	                    "usage_hourly u";
+	text(f, usage, before, sizeof before);
+
+	/* The service drops it itself: an API process with the default retention. */
+	sql(f, "DROP TABLE samples_202701"); /* and makes the months ahead it finds missing */
+	unsetenv("METER_RAW_RETENTION");
+	assert_true(api_start(&f->api2, METER_API_BIN, f->db.url, "--log-level=info"));
+	setenv("METER_RAW_RETENTION", "0", 1);
+	for (int i = 0; i < 100 && strcmp(text(f, "SELECT to_regclass('samples_202609') IS NULL",
+	                                       buf, sizeof buf),
+	                                  "f") == 0;
+	     i++)
+		usleep(50000);
+	assert_string_equal(
+	        text(f, "SELECT to_regclass('samples_202609') IS NULL", buf, sizeof buf), "t");
+	/* October ended less than 35 days ago: kept; the months ahead are there again. */
+	assert_string_equal(text(f,
+	                         "SELECT to_regclass('samples_202610') IS NOT NULL AND "
+	                         "to_regclass('samples_202701') IS NOT NULL",
+	                         buf, sizeof buf),
+	                    "t");
+	assert_string_equal(text(f, "SELECT raw_from FROM sample_horizon", buf, sizeof buf),
+	                    "2026-10-01 00:00:00+00");
+	assert_string_equal(text(f, "SELECT count(*) FROM sample_seeds", buf, sizeof buf), "3");
+	assert_string_equal(text(f, usage, buf, sizeof buf), before);
+
+	/* A late sample in October re-rates from 00:00, seeded by what September's
+	 * partition knew: the whole history is rated as if nothing was dropped. */
+	insert(f, "edge", &edge[4]);
+	wait_rollups(f);
+	same_as_raw(f, "edge", "2026-09-30T23:00:00Z", "2026-10-01T01:00:00Z", edge, 7);
+	/* A late sample for the dropped month changes nothing there. */
+	insert(f, "sep", &sep[2]);
+	wait_rollups(f);
+	same_as_raw(f, "sep", "2026-09-26T10:00:00Z", "2026-09-26T11:00:00Z", sep, 2);
+	/* The final invoices are as they were, to the byte. */
+	char *again9 = invoice_body(f, "2026-09"), *again10 = invoice_body(f, "2026-10");
+	assert_string_equal(again9, inv9);
+	assert_string_equal(again10, inv10);
+	free(inv9);
+	free(inv10);
+	free(again9);
+	free(again10);
+}
+
 int main(void)
 {
+	/* Raw partitions are dropped by the one test that means to (the test data is old). */
+	setenv("METER_RAW_RETENTION", "0", 1);
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test_setup_teardown(public_routes_give_the_published_figures, setup,
 	                                        teardown),
@@ -1512,6 +1621,8 @@ int main(void)
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(spent_trials_and_reached_caps_refuse_new_sandboxes,
 	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                dropping_old_raw_partitions_never_changes_an_invoice, setup, teardown),
 	        cmocka_unit_test_setup_teardown(postgres_stopped_and_started_under_the_api, setup,
 	                                        teardown),
 	};
