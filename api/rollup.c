@@ -39,7 +39,6 @@ struct job {
 	int64_t started, stopped; /* METER_TIME_NONE when not known */
 	int64_t window;           /* re-rate intervals ending after this (an hour start) */
 	int64_t horizon;          /* raw samples before it were dropped (METER_TIME_NONE: none) */
-	char horizon_text[24];    /* the same for queries ("" when none) */
 	const struct meter_plan *plans;
 	size_t nplans;
 	struct bucket *b;
@@ -176,26 +175,36 @@ static enum meter_status rate_span(struct job *j, const struct meter_span *sp)
 static bool last_before(PGconn *c, struct job *j, int64_t inc, const char *w,
                         struct meter_sample *out, bool *found, char *err, size_t errlen)
 {
-	char incs[24];
+	char incs[24], after[METER_TIME_BUF], upto[METER_TIME_BUF], sql[1024];
 	snprintf(incs, sizeof incs, "%lld", (long long)inc);
 	/* Raw samples after the horizon (late ones before it are never rated), and
-	 * what dropped partitions knew (sample_seeds). */
-	const char *p[] = {j->sandbox, incs, j->horizon_text[0] ? j->horizon_text : NULL, w};
-	PGresult *r = db_query(
-	        c,
-	        "SELECT " US(
-	                "max(t)") ", max(cpu) FROM ("
-	                          " SELECT max(ts) AS t, max(cpu_usage_us) AS cpu FROM samples"
-	                          " WHERE sandbox_id = $1 AND incarnation = $2"
-	                          " AND ($3::bigint IS NULL OR ts > " TS(
-	                                  "$3") ")"
-	                                        " AND ($4::bigint IS NULL OR ts <= " TS(
-	                                                "$4") ")"
-	                                                      " UNION ALL SELECT last_ts, "
-	                                                      "max_cpu_usage_us FROM sample_seeds"
-	                                                      " WHERE sandbox_id = $1 AND "
-	                                                      "incarnation = $2) x",
-	        4, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
+	 * what dropped partitions knew (sample_seeds). Times go as timestamptz
+	 * constants, so the planner prunes partitions (a computed time would make it
+	 * plan for every partition). */
+	const char *p[4] = {j->sandbox, incs};
+	int n = 2;
+	char cond[128] = "";
+	if (j->horizon != METER_TIME_NONE) {
+		meter_time_format(j->horizon, after, sizeof after);
+		p[n++] = after;
+		snprintf(cond, sizeof cond, " AND ts > $%d::timestamptz", n);
+	}
+	if (w) {
+		int64_t wu = strtoll(w, NULL, 10);
+		meter_time_format(wu, upto, sizeof upto);
+		p[n++] = upto;
+		size_t k = strlen(cond);
+		snprintf(cond + k, sizeof cond - k, " AND ts <= $%d::timestamptz", n);
+	}
+	snprintf(sql, sizeof sql,
+	         "SELECT " US("max(t)") ", max(cpu) FROM (SELECT max(ts) AS t, max(cpu_usage_us) "
+	                                "AS cpu FROM samples WHERE sandbox_id = $1 AND "
+	                                "incarnation = $2%s UNION ALL SELECT last_ts, "
+	                                "max_cpu_usage_us FROM sample_seeds WHERE sandbox_id = $1 "
+	                                "AND incarnation = $2) x",
+	         cond);
+	PGresult *r =
+	        db_query(c, sql, n, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
 	if (r == NULL)
 		return false;
 	*found = PQntuples(r) == 1 && !PQgetisnull(r, 0, 0);
@@ -220,9 +229,11 @@ static bool last_before(PGconn *c, struct job *j, int64_t inc, const char *w,
  */
 static bool rate(PGconn *c, struct job *j, char *err, size_t errlen)
 {
-	char w[24];
+	char w[24], wt[METER_TIME_BUF];
 	snprintf(w, sizeof w, "%lld", (long long)j->window);
-	const char *p[] = {j->sandbox, w};
+	meter_time_format(j->window, wt, sizeof wt);
+	/* the window's start as a timestamptz constant: partitions before it are pruned */
+	const char *p[] = {j->sandbox, wt};
 	PGresult *order = NULL, *win = NULL;
 	struct smp *s = NULL;
 	int64_t *incs = NULL;
@@ -238,8 +249,8 @@ static bool rate(PGconn *c, struct job *j, char *err, size_t errlen)
 	win = order ? db_query(c,
 	                       "SELECT incarnation, " US(
 	                               "ts") ", cpu_usage_us FROM samples "
-	                                     "WHERE sandbox_id = $1 AND ts > " TS(
-	                                             "$2") " ORDER BY ts, incarnation",
+	                                     "WHERE sandbox_id = $1 AND ts > $2::timestamptz "
+	                                     "ORDER BY ts, incarnation",
 	                       2, p, PGRES_TUPLES_OK, "could not read samples", err, errlen)
 	            : NULL;
 	if (win == NULL)
@@ -402,12 +413,9 @@ static bool read_horizon(PGconn *c, struct job *j, char *err, size_t errlen)
 	if (r == NULL)
 		return false;
 	j->horizon = METER_TIME_NONE;
-	j->horizon_text[0] = '\0';
 	bool ok = true;
-	if (PQntuples(r) == 1 && !PQgetisnull(r, 0, 0)) {
+	if (PQntuples(r) == 1 && !PQgetisnull(r, 0, 0))
 		ok = get_int(r, 0, 0, &j->horizon);
-		snprintf(j->horizon_text, sizeof j->horizon_text, "%lld", (long long)j->horizon);
-	}
 	PQclear(r);
 	if (!ok)
 		snprintf(err, errlen, "malformed horizon");
@@ -458,12 +466,14 @@ static int one(PGconn *c, const struct meter_plan *plans, size_t nplans, char *e
 		j.window = meter_hour_of(j.stopped) > 0 ? meter_hour_of(j.stopped) : 0;
 	/* Hours before the horizon lost their raw samples: they are final as they are. */
 	if (j.horizon != METER_TIME_NONE && j.window < j.horizon) {
+		char h[METER_TIME_BUF];
+		meter_time_format(j.horizon, h, sizeof h);
 		if (from != METER_TIME_NONE && from > 0 && from < j.horizon)
 			log_warn(
 			        "rollup: sandbox %s has samples from before %s, whose raw data was "
 			        "dropped: they are not rated on their own (a later sample carries "
 			        "their CPU)",
-			        j.sandbox, j.horizon_text);
+			        j.sandbox, h);
 		j.window = j.horizon;
 	}
 	const char *p[] = {j.sandbox};
