@@ -124,6 +124,26 @@ static long count(PGconn *c, const char *sql)
 	return v;
 }
 
+/* Writes a batch to the file as one chunk (its length remembered) and empties it. */
+static bool spill(struct batch *b, FILE *out, size_t **chunk, size_t *n, size_t *cap)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 1024;
+		size_t *nc = realloc(*chunk, c * sizeof *nc);
+		if (nc == NULL)
+			return false;
+		*chunk = nc;
+		*cap = c;
+	}
+	(*chunk)[(*n)++] = b->len;
+	bool ok = fwrite(b->buf, 1, b->len, out) == b->len;
+	batch_clear(b);
+	if (!ok)
+		fprintf(stderr, "bench_fleet: cannot write the samples file: %s\n",
+		        strerror(errno));
+	return ok;
+}
+
 int main(int argc, char **argv)
 {
 	int naccounts = 2000, nsandboxes = 300000, batch_rows = 5000, repeat = 1;
@@ -259,25 +279,13 @@ int main(int argc, char **argv)
 			if (!batch_add(&b, id, acct, 4242 + (int64_t)i, ts, "fleet-host", &rd))
 				goto done;
 			rows++;
-			if ((int)b.rows >= batch_rows) {
-				if (nchunks == capchunks) {
-					capchunks = capchunks ? capchunks * 2 : 1024;
-					chunk = realloc(chunk, capchunks * sizeof *chunk);
-				}
-				chunk[nchunks++] = b.len;
-				fwrite(b.buf, 1, b.len, out);
-				batch_clear(&b);
-			}
+			if ((int)b.rows >= batch_rows &&
+			    !spill(&b, out, &chunk, &nchunks, &capchunks))
+				goto done;
 		}
 	}
-	if (b.rows) {
-		if (nchunks == capchunks) {
-			capchunks = capchunks ? capchunks * 2 : 1024;
-			chunk = realloc(chunk, capchunks * sizeof *chunk);
-		}
-		chunk[nchunks++] = b.len;
-		fwrite(b.buf, 1, b.len, out);
-	}
+	if (b.rows && !spill(&b, out, &chunk, &nchunks, &capchunks))
+		goto done;
 	batch_free(&b);
 	fflush(out);
 	long bytes = ftell(out);
