@@ -269,7 +269,7 @@ int main(int argc, char **argv)
 			double noise = 0.9 + 0.2 * unit();
 			sb[i].cpu_us +=
 			        (int64_t)((double)sb[i].busy_ppm / 1e6 * sb[i].vcpus * 1e7 * noise);
-			char id[16], acct[16];
+			char id[32], acct[32];
 			snprintf(id, sizeof id, "sb-%06zu", i);
 			snprintf(acct, sizeof acct, "acct-%04d", sb[i].account);
 			rd.cpu_usage_us = sb[i].cpu_us;
