@@ -54,10 +54,12 @@ bool collector_init(struct collector *c, const struct collector_config *cfg, cha
 	if (!layout_find(cfg->root, cfg->layout, NULL, &c->layout, err, errlen))
 		goto fail;
 	c->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (c->inotify_fd < 0) {
-		snprintf(err, errlen, "could not start inotify: %s", strerror(errno));
-		goto fail;
-	}
+	if (c->inotify_fd < 0)
+		/* Sampling goes on without it: new sandboxes wait for a rescan, emptied
+		 * ones for the next round. (Raise fs.inotify.max_user_instances.) */
+		log_error("could not start inotify: %s; new sandboxes are found only by the "
+		          "rescan every --rescan, and emptied ones sampled at the next round",
+		          strerror(errno));
 	if (cfg->spool_path) {
 		if (!spool_open(&c->spool, cfg->spool_path, cfg->spool_max, err, errlen))
 			goto fail;
@@ -200,7 +202,7 @@ static void add_sandbox(struct collector *c, const char *rel, const char *id, co
 		free(sb);
 		return;
 	}
-	if (sb->h.fd[CG_EVENTS] >= 0) {
+	if (sb->h.fd[CG_EVENTS] >= 0 && c->inotify_fd >= 0) {
 		snprintf(path, sizeof path, "%s/%s/cgroup.events", c->layout.v2, rel);
 		sb->events_wd = inotify_add_watch(c->inotify_fd, path, IN_MODIFY);
 		if (sb->events_wd < 0)
@@ -216,6 +218,8 @@ static void add_sandbox(struct collector *c, const char *rel, const char *id, co
 static void add_holder(struct collector *c, const char *rel)
 {
 	char path[CG_PATH_MAX * 2];
+	if (c->inotify_fd < 0)
+		return;
 	snprintf(path, sizeof path, "%s%s%s", primary(c), rel[0] ? "/" : "", rel);
 	int wd = inotify_add_watch(c->inotify_fd, path, HOLDER_EVENTS);
 	if (wd < 0) {
