@@ -406,10 +406,19 @@ static bool store(PGconn *c, struct job *j, char *err, size_t errlen)
 /* Where raw samples begin (meter_drop_sample_partitions moves it). */
 static bool read_horizon(PGconn *c, struct job *j, char *err, size_t errlen)
 {
-	PGresult *r = db_query(c,
-	                       "SELECT CASE WHEN raw_from = '-infinity' THEN NULL ELSE " US(
-	                               "raw_from") " END FROM sample_horizon",
-	                       0, NULL, PGRES_TUPLES_OK, "could not read the horizon", err, errlen);
+	/* Shared with other rollups, exclusive to meter_drop_sample_partitions
+	 * (migrations/0010): the horizon cannot move until this job commits. Its own
+	 * statement, so the read below has a snapshot taken after the lock. */
+	PGresult *r =
+	        db_query(c, "SELECT pg_advisory_xact_lock_shared(hashtext('meter_sample_horizon'))",
+	                 0, NULL, PGRES_TUPLES_OK, "could not lock the horizon", err, errlen);
+	if (r == NULL)
+		return false;
+	PQclear(r);
+	r = db_query(c,
+	             "SELECT CASE WHEN raw_from = '-infinity' THEN NULL ELSE " US(
+	                     "raw_from") " END FROM sample_horizon",
+	             0, NULL, PGRES_TUPLES_OK, "could not read the horizon", err, errlen);
 	if (r == NULL)
 		return false;
 	j->horizon = METER_TIME_NONE;
