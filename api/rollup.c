@@ -229,9 +229,18 @@ static bool last_before(PGconn *c, struct job *j, int64_t inc, const char *w,
  */
 static bool rate(PGconn *c, struct job *j, char *err, size_t errlen)
 {
+	/* Samples are read after the window's start and the ones before it seed the
+	 * series. But a sample stamped before started_at (a clock behind) counts at
+	 * started_at: when the sandbox started inside the window, such a sample may be
+	 * stamped before the window yet count in it, so it must be read, not seeded (a
+	 * seed would swallow its CPU). Such a sandbox lives wholly after the window's
+	 * start: all of its samples are read, from the horizon. */
+	int64_t from = j->window;
+	if (j->started != METER_TIME_NONE && j->started > from)
+		from = j->horizon != METER_TIME_NONE ? j->horizon : 0;
 	char w[24], wt[METER_TIME_BUF];
-	snprintf(w, sizeof w, "%lld", (long long)j->window);
-	meter_time_format(j->window, wt, sizeof wt);
+	snprintf(w, sizeof w, "%lld", (long long)from);
+	meter_time_format(from, wt, sizeof wt);
 	/* the window's start as a timestamptz constant: partitions before it are pruned */
 	const char *p[] = {j->sandbox, wt};
 	PGresult *order = NULL, *win = NULL;

@@ -758,6 +758,20 @@ static void rollups_match_the_raw_rating_around_stops_and_overlaps(void **state)
 	                                  {7, hms("05:20:00"), S10(4)}};
 	same_as_raw(f, "ov", "2026-10-05T04:40:00Z", "2026-10-05T06:00:00Z", ov, 4);
 
+	/* A clock two minutes behind: samples stamped in the hour before the sandbox
+	 * started count at started_at, also once the right clock's samples come after. */
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	       "VALUES ('sk', 'acme', 2, 4, '2026-10-05T06:00:30Z', '2026-10-05T06:10:00Z')");
+	at(f, "sk", 1, "06:00:31", 1);
+	at(f, "sk", 1, "05:58:32", 2);
+	at(f, "sk", 1, "05:58:34", 3);
+	at(f, "sk", 1, "06:00:40", 4);
+	const struct meter_sample sk[] = {{1, hms("05:58:32"), S10(2)},
+	                                  {1, hms("05:58:34"), S10(3)},
+	                                  {1, hms("06:00:31"), S10(1)},
+	                                  {1, hms("06:00:40"), S10(4)}};
+	same_as_raw(f, "sk", "2026-10-05T06:00:30Z", "2026-10-05T06:10:00Z", sk, 4);
+
 	/* A sandbox that cannot be rated (samples before any price plan) holds up no other. */
 	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
 	       "VALUES ('old', 'acme', 2, 4, '2020-01-01T00:00:00Z', '2020-01-02T00:00:00Z')");
