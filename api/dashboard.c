@@ -410,7 +410,7 @@ void h_dashboard(struct req *r)
 	const char *id = which_account(r, &p);
 	if (id == NULL)
 		return;
-	PGconn *c = req_db(r);
+	PGconn *c = req_read_db(r);
 	struct meter_plan *plans = NULL;
 	size_t nplans = 0;
 	PGresult *daily = NULL, *usage = NULL;
@@ -598,7 +598,7 @@ void h_dashboard_sandbox(struct req *r)
 {
 	const char *id = r->param[0];
 	struct page p = {0};
-	PGconn *c = req_db(r);
+	PGconn *c = req_read_db(r);
 	if (c == NULL)
 		return;
 	struct meter_plan *plans = NULL;

@@ -6,6 +6,7 @@
 
 #include "api/plancache.h"
 #include "api/queries.h"
+#include "api/replica.h"
 #include "api/routes.h"
 #include "api/rollup.h"
 #include "common/plans.h"
@@ -27,19 +28,42 @@ void h_healthz(struct req *r)
 	reply_text(r, 200, "application/json", ok, sizeof ok - 1);
 }
 
+/*
+ * Ready when the primary answers. With a read replica it also says where reads
+ * go and why: "read_database" is ok, behind or unavailable (reads on the
+ * primary then), and the replica is checked now when its check is due.
+ */
 void h_readyz(struct req *r)
 {
 	PGconn *c = req_db(r);
 	if (c == NULL)
 		return;
 	PGresult *res = PQexec(c, "SELECT 1");
-	if (PQresultStatus(res) == PGRES_TUPLES_OK) {
-		static const char ok[] = "{\"status\":\"ready\",\"database\":\"ok\"}";
-		reply_text(r, 200, "application/json", ok, sizeof ok - 1);
-	} else {
+	bool up = PQresultStatus(res) == PGRES_TUPLES_OK;
+	if (!up)
 		reply_db_error(r, "readiness check", res);
-	}
 	PQclear(res);
+	if (!up)
+		return;
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "status", "ready");
+	cJSON_AddStringToObject(o, "database", "ok");
+	struct replica *rp = server_replica(r->srv);
+	if (rp == NULL) {
+		cJSON_AddStringToObject(o, "read_database", "none");
+		cJSON_AddStringToObject(o, "reads", "primary");
+	} else {
+		req_read_db(r); /* checks the replica when due */
+		struct replica_status st;
+		replica_status(rp, &st);
+		cJSON_AddStringToObject(o, "read_database", replica_state_name(st.state));
+		cJSON_AddStringToObject(o, "reads", r->rdb ? "replica" : "primary");
+		cJSON_AddStringToObject(o, "read_database_detail", st.detail);
+		if (st.lag_us >= 0)
+			cJSON_AddNumberToObject(o, "read_database_lag_seconds",
+			                        (double)st.lag_us / 1e6);
+	}
+	reply_json(r, 200, o);
 }
 
 void h_metrics(struct req *r)
@@ -90,6 +114,21 @@ void h_metrics(struct req *r)
 		}
 		PQclear(res);
 		pool_give(p, c);
+	}
+	struct replica *rp = server_replica(r->srv);
+	if (rp) {
+		struct replica_status st;
+		replica_status(rp, &st);
+		used += (size_t)snprintf(
+		        buf + used, cap - used,
+		        "# HELP meter_read_replica_used Whether reads go to the read replica "
+		        "(0: to the primary, the replica being down or behind).\n"
+		        "# TYPE meter_read_replica_used gauge\nmeter_read_replica_used %d\n"
+		        "# HELP meter_read_replica_lag_seconds The replica's delay at its last "
+		        "check (-1: not known).\n"
+		        "# TYPE meter_read_replica_lag_seconds gauge\n"
+		        "meter_read_replica_lag_seconds %.6f\n",
+		        st.state == REPLICA_OK, st.lag_us < 0 ? -1.0 : (double)st.lag_us / 1e6);
 	}
 	used += (size_t)snprintf(buf + used, cap - used,
 	                         "# HELP meter_database_up Whether the database answered.\n"

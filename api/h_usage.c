@@ -132,7 +132,7 @@ void h_usage(struct req *r)
 		return;
 	if (!req_may_see(r, id))
 		return;
-	PGconn *c = req_db(r);
+	PGconn *c = req_read_db(r);
 	struct meter_plan *plans = NULL;
 	size_t nplans = 0;
 	if (c == NULL)
@@ -261,7 +261,11 @@ void h_invoice(struct req *r)
 	}
 	if (!req_may_see(r, id))
 		return;
-	PGconn *c = req_db(r);
+	/* A draft may come from the replica; a month due to be final is read (and made
+	 * final, the first time) on the primary. */
+	int64_t now = now_us();
+	bool draft = meter_month_next(mv[0].num) + server_invoice_grace(r->srv) > now;
+	PGconn *c = draft ? req_read_db(r) : req_db(r);
 	struct meter_plan *plans = NULL;
 	size_t nplans = 0;
 	struct invoice_doc doc = {0};
@@ -269,8 +273,8 @@ void h_invoice(struct req *r)
 	if (c == NULL || !data_as_of(r, c, id, asof, sizeof asof) ||
 	    !load_plans(r, c, &plans, &nplans))
 		goto out;
-	if (!invoice_get(c, id, mv[0].num, now_us(), server_invoice_grace(r->srv), plans, nplans,
-	                 &doc, err, sizeof err)) {
+	if (!invoice_get(c, id, mv[0].num, now, server_invoice_grace(r->srv), plans, nplans, &doc,
+	                 err, sizeof err)) {
 		reply_db_error(r, err, NULL);
 		goto out;
 	}
@@ -416,7 +420,7 @@ void h_forecast(struct req *r)
 	}
 	if (!req_may_see(r, id))
 		return;
-	PGconn *c = req_db(r);
+	PGconn *c = req_read_db(r);
 	struct meter_plan *plans = NULL;
 	size_t nplans = 0;
 	char asof[METER_TIME_BUF], m[16], when[METER_TIME_BUF];
@@ -453,7 +457,7 @@ void h_sandbox_usage(struct req *r)
 	const char *id = r->param[0];
 	if (!read_range(r, v))
 		return;
-	PGconn *c = req_db(r);
+	PGconn *c = req_read_db(r);
 	if (c == NULL)
 		return;
 	struct meter_plan *plans = NULL;
@@ -551,7 +555,7 @@ static void export_answer(struct req *r, const char *id, const char *month_text,
 	}
 	if (!req_may_see(r, id))
 		return;
-	PGconn *c = req_db(r);
+	PGconn *c = req_read_db(r);
 	struct meter_plan *plans = NULL;
 	size_t nplans = 0;
 	char err[256];

@@ -14,6 +14,7 @@
 
 #include "api/metrics.h"
 #include "api/queries.h"
+#include "api/replica.h"
 #include "api/routes.h"
 #include "common/ids.h"
 #include "common/keys.h"
@@ -38,6 +39,7 @@ struct watched {
 struct server {
 	struct MHD_Daemon *daemon;
 	struct pool *pool;
+	struct replica *replica; /* NULL: reads go to the primary too */
 	struct server_config cfg;
 	pthread_mutex_t watch_mu;
 	pthread_cond_t watch_cv;
@@ -56,6 +58,11 @@ static int64_t mono_ns(void)
 struct pool *server_pool(struct server *s)
 {
 	return s->pool;
+}
+
+struct replica *server_replica(struct server *s)
+{
+	return s->replica;
 }
 
 int64_t server_invoice_grace(struct server *s)
@@ -164,7 +171,10 @@ void reply_db_error(struct req *r, const char *what, const PGresult *res)
 	}
 	pool_count_error(r->srv->pool);
 	log_warn("%s %s: %s: %s", r->method, r->path, what,
-	         msg ? msg : (r->db ? PQerrorMessage(r->db) : "no connection"));
+	         msg                                           ? msg
+	         : r->rdb && PQstatus(r->rdb) != CONNECTION_OK ? PQerrorMessage(r->rdb)
+	         : r->db                                       ? PQerrorMessage(r->db)
+	                                                       : "no connection");
 	reply_problemf(r, 503, "database-unavailable", "Database unavailable",
 	               "%s: the database did not answer; try again shortly", what);
 }
@@ -181,6 +191,26 @@ PGconn *req_db(struct req *r)
 		               "the database cannot be reached; try again shortly");
 	}
 	return r->db;
+}
+
+PGconn *req_read_db(struct req *r)
+{
+	if (r->rdb == NULL && r->srv->replica)
+		r->rdb = replica_take(r->srv->replica);
+	return r->rdb ? r->rdb : req_db(r);
+}
+
+/* Gives the request's connections back. */
+static void req_release(struct server *s, struct req *r)
+{
+	if (r->db) {
+		pool_give(s->pool, r->db);
+		r->db = NULL;
+	}
+	if (r->rdb) {
+		replica_give(s->replica, r->rdb);
+		r->rdb = NULL;
+	}
 }
 
 bool req_may_see(struct req *r, const char *account_id)
@@ -411,11 +441,8 @@ static void dispatch(struct req *r)
 	r->route->handler(r);
 	if (!r->answered)
 		reply_problemf(r, 500, "internal", "Internal error", "the request got no answer");
-	/* The answer is copied: give the connection back before it is sent. */
-	if (r->db) {
-		pool_give(r->srv->pool, r->db);
-		r->db = NULL;
-	}
+	/* The answer is copied: give the connections back before it is sent. */
+	req_release(r->srv, r);
 }
 
 static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
@@ -566,8 +593,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 	watch_mark(s, mc, false);
 	if (r == NULL)
 		return;
-	if (r->db)
-		pool_give(s->pool, r->db);
+	req_release(s, r);
 	if (r->answered)
 		metrics_request(r->route_index, r->status, mono_ns() - r->start_ns);
 	free(r->body);
@@ -614,7 +640,10 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 	pthread_mutex_init(&s->watch_mu, NULL);
 	pthread_cond_init(&s->watch_cv, NULL);
 	s->pool = pool_new(cfg->db_url, cfg->pool_size);
-	if (s->pool == NULL) {
+	if (cfg->read_db_url && cfg->read_db_url[0])
+		s->replica = replica_new(cfg->read_db_url, cfg->pool_size, cfg->read_max_lag_us);
+	if (s->pool == NULL || (cfg->read_db_url && cfg->read_db_url[0] && s->replica == NULL)) {
+		pool_free(s->pool);
 		free(s);
 		snprintf(err, errlen, "out of memory");
 		return NULL;
@@ -630,6 +659,7 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 		snprintf(err, errlen, "could not listen on %s (in use, or not allowed?)",
 		         cfg->listen);
 		pool_free(s->pool);
+		replica_free(s->replica);
 		free(s);
 		return NULL;
 	}
@@ -652,5 +682,6 @@ void server_stop(struct server *s)
 	}
 	MHD_stop_daemon(s->daemon);
 	pool_free(s->pool);
+	replica_free(s->replica);
 	free(s);
 }

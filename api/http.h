@@ -39,6 +39,8 @@ struct route {
 struct server_config {
 	const char *listen;         /* HOST:PORT */
 	const char *db_url;         /* NULL: common/db.h's choice */
+	const char *read_db_url;    /* a read replica (api/replica.h), or NULL */
+	int64_t read_max_lag_us;    /* reads leave a replica further behind than this */
 	unsigned threads;           /* request threads */
 	unsigned pool_size;         /* database connections */
 	unsigned conn_limit;        /* open HTTP connections */
@@ -71,6 +73,7 @@ struct req {
 	bool admin;        /* set by authentication */
 	char account[160]; /* an account key's account */
 	PGconn *db;
+	PGconn *rdb; /* a replica connection (req_read_db), when one serves this request */
 	int64_t start_ns;
 	unsigned status;
 	bool answered;
@@ -81,10 +84,18 @@ struct req {
 struct server *server_start(const struct server_config *cfg, char *err, size_t errlen);
 void server_stop(struct server *s);
 struct pool *server_pool(struct server *s);
+struct replica *server_replica(struct server *s); /* NULL when there is none */
 int64_t server_invoice_grace(struct server *s);
 
 /* A database connection for this request (kept until it completes); NULL after answering 503. */
 PGconn *req_db(struct req *r);
+
+/*
+ * A connection for reads that may lag a little (usage, draft invoices, pages,
+ * forecasts, exports): the read replica's while it is usable, else req_db().
+ * Never for writes, nor for what must see committed state (api/replica.h).
+ */
+PGconn *req_read_db(struct req *r);
 
 /* True when the request may see account id; answers 404 (and returns false) when not. */
 bool req_may_see(struct req *r, const char *account_id);

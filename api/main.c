@@ -1,7 +1,8 @@
 /*
  * meter-api: the HTTP API and the rollup worker.
  *
- * Reads DATABASE_URL. Requests are served by libmicrohttpd's thread pool
+ * Reads DATABASE_URL, and METER_READ_DATABASE_URL for a read replica
+ * (api/replica.h). Requests are served by libmicrohttpd's thread pool
  * (epoll); each request takes a pooled database connection. A worker thread
  * rolls samples up into hourly usage. SIGTERM or SIGINT stops both cleanly.
  */
@@ -20,6 +21,8 @@
 
 enum {
 	O_LISTEN,
+	O_READ_URL,
+	O_READ_LAG,
 	O_GRACE,
 	O_THREADS,
 	O_POOL,
@@ -37,6 +40,13 @@ enum {
 static const struct opt_def opts[O_N] = {
         [O_LISTEN] = {"listen", OPT_STRING, 0, 0, 0, "127.0.0.1:8080", "METER_LISTEN", false,
                       "HOST:PORT to serve HTTP on (IPv4)"},
+        [O_READ_URL] = {"read-database-url", OPT_STRING, 0, 0, 0, "", "METER_READ_DATABASE_URL",
+                        false,
+                        "a streaming replica for usage, draft invoices, pages, forecasts and "
+                        "exports (empty: the primary serves them)"},
+        [O_READ_LAG] = {"read-max-lag", OPT_DURATION, 0, 0, INT64_C(86400000000), "10s",
+                        "METER_READ_MAX_LAG", false,
+                        "reads go to the primary while the replica is further behind"},
         [O_GRACE] = {"invoice-grace", OPT_DURATION, 0, 0, INT64_C(7776000000000),
                      INVOICE_GRACE_DEFAULT, "METER_INVOICE_GRACE", false,
                      "time after a month ends before its invoice is final"},
@@ -90,6 +100,8 @@ int main(int argc, char **argv)
 	struct server_config cfg = {
 	        .listen = v[O_LISTEN].str,
 	        .db_url = NULL,
+	        .read_db_url = v[O_READ_URL].str,
+	        .read_max_lag_us = v[O_READ_LAG].num,
 	        .threads = (unsigned)v[O_THREADS].num,
 	        .pool_size = (unsigned)v[O_POOL].num,
 	        .conn_limit = (unsigned)v[O_CONNS].num,
@@ -111,8 +123,9 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	log_info("listening on http://%s (%u threads, %u database connections%s)", cfg.listen,
-	         cfg.threads, cfg.pool_size, w ? ", rollup worker on" : "");
+	log_info("listening on http://%s (%u threads, %u database connections%s%s)", cfg.listen,
+	         cfg.threads, cfg.pool_size, cfg.read_db_url[0] ? ", reads from a replica" : "",
+	         w ? ", rollup worker on" : "");
 	int sig = 0;
 	sigwait(&mask, &sig);
 	log_info("signal %d: stopping", sig);

@@ -68,8 +68,30 @@ static PGconn *open_conn(struct pool *p, char *err, size_t errlen)
 	return c;
 }
 
+/*
+ * A server that ended the connection while it sat idle (a restart, a fast
+ * shutdown) has left its last words and an EOF on the socket: reading them
+ * now (non-blocking: libpq's sockets are) marks the connection bad, and a new
+ * one is opened instead of failing the request's first query. The first read
+ * takes the message, the next finds the EOF.
+ */
+static bool still_open(PGconn *c)
+{
+	for (int i = 0; i < 3; i++)
+		if (PQconsumeInput(c) == 0)
+			return false;
+	return PQstatus(c) == CONNECTION_OK;
+}
+
 PGconn *pool_take(struct pool *p, int wait_ms, char *err, size_t errlen)
 {
+	bool unreachable;
+	return pool_take_ex(p, wait_ms, &unreachable, err, errlen);
+}
+
+PGconn *pool_take_ex(struct pool *p, int wait_ms, bool *unreachable, char *err, size_t errlen)
+{
+	*unreachable = false;
 	struct timespec until;
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += wait_ms / 1000;
@@ -94,13 +116,14 @@ PGconn *pool_take(struct pool *p, int wait_ms, char *err, size_t errlen)
 		snprintf(err, errlen, "all %zu database connections are busy", p->size);
 		return NULL;
 	}
-	if (s->conn && PQstatus(s->conn) != CONNECTION_OK) {
+	if (s->conn && !still_open(s->conn)) {
 		PQfinish(s->conn);
 		s->conn = NULL;
 	}
 	if (s->conn == NULL)
 		s->conn = open_conn(p, err, errlen);
 	if (s->conn == NULL) {
+		*unreachable = true;
 		atomic_fetch_add(&p->errors, 1);
 		pthread_mutex_lock(&p->mu);
 		s->busy = false;

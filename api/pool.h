@@ -26,6 +26,9 @@ void pool_free(struct pool *p);
  */
 PGconn *pool_take(struct pool *p, int wait_ms, char *err, size_t errlen);
 
+/* pool_take, telling a database that cannot be reached (*unreachable) from a full pool. */
+PGconn *pool_take_ex(struct pool *p, int wait_ms, bool *unreachable, char *err, size_t errlen);
+
 /* Gives a connection back; broken ones are closed and reopened later. */
 void pool_give(struct pool *p, PGconn *c);
 

@@ -8,6 +8,9 @@
 #   scripts/pg.sh status             exit 0 when running, 3 when not
 #   scripts/pg.sh url                print the DATABASE_URL of the cluster
 #   scripts/pg.sh destroy            stop and delete the cluster's folder
+#   scripts/pg.sh replica FROM [--port N]
+#                                    a streaming replica (pg_basebackup) of the
+#                                    running cluster whose folder is FROM, then start
 #
 # METER_PG_DIR moves the folder (default: .pg in the checkout). Every command
 # is safe to run twice. The server cannot run as root, so when called as root
@@ -30,7 +33,8 @@ for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
 done
 [[ -n $bindir ]] || die "no PostgreSQL server binaries under /usr/lib/postgresql; run scripts/deps.sh (Debian package postgresql)"
 
-url() { echo "postgresql:///$db?host=$sock&user=$superuser"; }
+# With a port (start --port N), the socket's name carries it too.
+url() { echo "postgresql:///${1:-$db}?host=$sock&user=$superuser${port:+&port=$port}"; }
 
 as_owner() {
 	if [[ $(id -u) -eq 0 ]]; then
@@ -42,6 +46,19 @@ as_owner() {
 
 running() { [[ -f $data/PG_VERSION ]] && as_owner "$bindir/pg_ctl" -D "$data" status >/dev/null 2>&1; }
 
+# The cluster's folder, made and handed to the server's user.
+own_dir() {
+	mkdir -p "$pgdir"
+	if [[ $(id -u) -eq 0 ]]; then
+		id postgres >/dev/null 2>&1 || die "user \"postgres\" does not exist; install Debian's postgresql package (scripts/deps.sh)"
+		chown postgres: "$pgdir"
+		chmod 700 "$pgdir"
+		runuser -u postgres -- test -x "$pgdir" ||
+			die "user \"postgres\" cannot reach \"$pgdir\" (a parent folder is not searchable); set METER_PG_DIR to a folder it can reach"
+	fi
+}
+
+port=""
 cmd=${1:-}
 shift || true
 case $cmd in
@@ -63,14 +80,7 @@ start)
 		echo "DATABASE_URL=$(url)"
 		exit 0
 	fi
-	mkdir -p "$pgdir"
-	if [[ $(id -u) -eq 0 ]]; then
-		id postgres >/dev/null 2>&1 || die "user \"postgres\" does not exist; install Debian's postgresql package (scripts/deps.sh)"
-		chown postgres: "$pgdir"
-		chmod 700 "$pgdir"
-		runuser -u postgres -- test -x "$pgdir" ||
-			die "user \"postgres\" cannot reach \"$pgdir\" (a parent folder is not searchable); set METER_PG_DIR to a folder it can reach"
-	fi
+	own_dir
 	if [[ ! -f $data/PG_VERSION ]]; then
 		rm -rf "$data"
 		as_owner mkdir -p "$data" "$sock"
@@ -92,8 +102,8 @@ CONF
 	if [[ -n $port ]]; then opts="-c listen_addresses=127.0.0.1 -c port=$port"; fi
 	as_owner "$bindir/pg_ctl" -D "$data" -l "$log" -w -t 60 -o "$opts" start >/dev/null ||
 		die "PostgreSQL did not start; see $log"
-	if ! "$bindir/psql" -X -q -d "postgresql:///postgres?host=$sock&user=$superuser" -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1; then
-		"$bindir/psql" -X -q -d "postgresql:///postgres?host=$sock&user=$superuser" -c "CREATE DATABASE $db" >/dev/null
+	if ! "$bindir/psql" -X -q -d "$(url postgres)" -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1; then
+		"$bindir/psql" -X -q -d "$(url postgres)" -c "CREATE DATABASE $db" >/dev/null
 	fi
 	echo "pg.sh: private PostgreSQL running in $data"
 	echo "DATABASE_URL=$(url)"
@@ -118,13 +128,34 @@ status)
 	fi
 	;;
 url) url ;;
+replica)
+	src=${1:-}
+	shift || true
+	[[ -n $src && -f $src/data/PG_VERSION ]] || die "replica needs FROM, the folder of a running cluster (its METER_PG_DIR)"
+	[[ $(cd "$src" && pwd) != $(cd "$pgdir" 2>/dev/null && pwd || echo "$pgdir") ]] || die "a replica needs a folder of its own: set METER_PG_DIR"
+	if [[ ! -f $data/PG_VERSION ]]; then
+		own_dir
+		rm -rf "$data"
+		# -R: standby.signal and primary_conninfo; -X stream: the WAL made meanwhile too
+		as_owner "$bindir/pg_basebackup" -D "$data" -R -X stream -c fast \
+			-d "postgresql:///postgres?host=$src/run&user=$superuser" >"$pgdir/basebackup.log" 2>&1 ||
+			die "pg_basebackup from $src failed; see $pgdir/basebackup.log"
+		# The copied configuration names the primary's socket folder: this one has its own.
+		cat >>"$data/postgresql.conf" <<CONF
+# meter: a streaming replica of $src
+unix_socket_directories = '$sock'
+hot_standby = on
+CONF
+	fi
+	exec bash "$0" start "$@"
+	;;
 destroy)
 	if running; then as_owner "$bindir/pg_ctl" -D "$data" -m immediate -w stop >/dev/null; fi
 	rm -rf "$pgdir"
 	echo "pg.sh: private PostgreSQL removed ($pgdir)"
 	;;
 *)
-	echo "usage: scripts/pg.sh start [--port N] | stop [--immediate] | status | url | destroy" >&2
+	echo "usage: scripts/pg.sh start [--port N] | stop [--immediate] | status | url | destroy | replica FROM [--port N]" >&2
 	exit 2
 	;;
 esac
