@@ -313,6 +313,394 @@ static void the_schema_refuses_impossible_rows(void **state)
 	}
 }
 
+/*
+ * Ready for sharding (docs/scaling.md). Every table that grows with usage is
+ * distributed by the sandbox or by the account, and carries that column in its
+ * primary key and in every unique index, so Citus can distribute the schema as
+ * it is. A table added without a decision here fails the test.
+ */
+enum group {
+	BY_SANDBOX,  /* distributed by the sandbox id, co-located with sandboxes */
+	BY_ACCOUNT,  /* distributed by the account id, co-located with accounts */
+	REFERENCE,   /* small, copied to every node (create_reference_table) */
+	COORDINATOR, /* stays a plain table on the coordinator */
+};
+
+static const struct placement {
+	const char *table;
+	enum group group;
+	const char *key; /* the distribution column (BY_SANDBOX and BY_ACCOUNT only) */
+} placements[] = {
+        /* The raw ingest side: a collector knows only the sandbox. */
+        {"sandboxes", BY_SANDBOX, "id"},
+        {"samples", BY_SANDBOX, "sandbox_id"},
+        {"sample_seeds", BY_SANDBOX, "sandbox_id"},
+        {"rollup_queue", BY_SANDBOX, "sandbox_id"},
+        /* The billing side: every read the API serves names the account. */
+        {"accounts", BY_ACCOUNT, "id"},
+        {"usage_hourly", BY_ACCOUNT, "account_id"},
+        {"account_month", BY_ACCOUNT, "account_id"},
+        {"invoices", BY_ACCOUNT, "account_id"},
+        {"invoice_quantities", BY_ACCOUNT, "account_id"},
+        {"limit_notices", BY_ACCOUNT, "account_id"},
+        /* Small tables that do not grow with usage. */
+        {"price_plans", REFERENCE, NULL},
+        {"api_keys", REFERENCE, NULL},
+        {"sessions", REFERENCE, NULL},
+        {"sample_horizon", REFERENCE, NULL},
+        {"meter_migrations", COORDINATOR, NULL},
+};
+
+/* Foreign keys Citus cannot keep: between the two groups, or from a reference
+ * table to a distributed one. The Citus path drops them first (sorted). */
+#define DROPPED_ON_CITUS                                                                           \
+	"api_keys.api_keys_account_id_fkey, sandboxes.sandboxes_account_id_fkey, "                 \
+	"sessions.sessions_account_id_fkey"
+
+/* Statement-level triggers on tables Citus would manage, which it does not
+ * propagate to shards: the Citus path replaces them first (sorted). */
+#define STATEMENT_TRIGGERS_ON_CITUS                                                                \
+	"invoice_quantities.invoice_quantities_no_truncate, invoices.invoices_no_truncate, "       \
+	"limit_notices.limit_notices_no_truncate, samples.samples_mark"
+
+static const struct placement *placement_of(const char *table)
+{
+	for (size_t i = 0; i < sizeof placements / sizeof placements[0]; i++)
+		if (strcmp(placements[i].table, table) == 0)
+			return &placements[i];
+	return NULL;
+}
+
+static bool distributed(const struct placement *p)
+{
+	return p != NULL && (p->group == BY_SANDBOX || p->group == BY_ACCOUNT);
+}
+
+/* What is wrong with the schema for Citus, one line each. */
+struct problems {
+	char text[16384];
+	size_t len;
+};
+
+static void note(struct problems *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void note(struct problems *p, const char *fmt, ...)
+{
+	if (p->len >= sizeof p->text - 1)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(p->text + p->len, sizeof p->text - p->len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		p->len += (size_t)n;
+	if (p->len >= sizeof p->text - 1) {
+		p->len = sizeof p->text - 1;
+		return;
+	}
+	p->text[p->len++] = '\n';
+	p->text[p->len] = '\0';
+}
+
+/* Runs a catalog query with text parameters; fails the test when it fails. */
+static PGresult *catalog(struct testdb *t, const char *sql, int n, const char *const *params)
+{
+	PGresult *r = PQexecParams(t->conn, sql, n, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		fail_msg("catalog query failed: %s", PQerrorMessage(t->conn));
+	return r;
+}
+
+/* Whether a list "a, b, c" holds the name. */
+static bool listed(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *s = list; *s;) {
+		const char *end = strstr(s, ", ");
+		size_t len = end ? (size_t)(end - s) : strlen(s);
+		if (len == n && strncmp(s, name, n) == 0)
+			return true;
+		if (end == NULL)
+			break;
+		s = end + 2;
+	}
+	return false;
+}
+
+static void append(char *list, size_t len, const char *name)
+{
+	size_t used = strlen(list);
+	snprintf(list + used, len - used, "%s%s", used ? ", " : "", name);
+}
+
+/* Every table of the schema is placed, and nothing placed is missing. */
+static void check_tables(struct testdb *t, struct problems *p)
+{
+	PGresult *r = catalog(t,
+	                      "SELECT c.relname, coalesce(parent.relname, '') "
+	                      "FROM pg_class c "
+	                      "LEFT JOIN pg_inherits i ON i.inhrelid = c.oid "
+	                      "LEFT JOIN pg_class parent ON parent.oid = i.inhparent "
+	                      "WHERE c.relnamespace = 'public'::regnamespace "
+	                      "AND c.relkind IN ('r', 'p', 'f') ORDER BY 1",
+	                      0, NULL);
+	for (int i = 0; i < PQntuples(r); i++) {
+		const char *table = PQgetvalue(r, i, 0), *parent = PQgetvalue(r, i, 1);
+		if (parent[0]) {
+			if (!distributed(placement_of(parent)))
+				note(p,
+				     "table \"%s\" inherits from \"%s\", which is not distributed",
+				     table, parent);
+			continue;
+		}
+		if (placement_of(table) == NULL)
+			note(p,
+			     "table \"%s\" has no place on the way to Citus: decide whether it is "
+			     "distributed by the sandbox or by the account (with that column in "
+			     "its "
+			     "primary key), a reference table or a coordinator table, and say so "
+			     "in "
+			     "placements[] of tests/integration/test_migrate.c and in "
+			     "docs/scaling.md",
+			     table);
+	}
+	for (size_t k = 0; k < sizeof placements / sizeof placements[0]; k++) {
+		bool found = false;
+		for (int i = 0; i < PQntuples(r) && !found; i++)
+			found = strcmp(PQgetvalue(r, i, 0), placements[k].table) == 0;
+		if (!found)
+			note(p,
+			     "table \"%s\" is placed but does not exist: remove it from "
+			     "placements[]",
+			     placements[k].table);
+	}
+	PQclear(r);
+}
+
+/* A distributed table: its key is a meter_id in its primary key and in every
+ * unique index; a partitioned one has its partition key in the primary key too. */
+static void check_keys(struct testdb *t, const struct placement *d, struct problems *p)
+{
+	const char *params[] = {d->table, d->key};
+	PGresult *r = catalog(
+	        t,
+	        "SELECT coalesce(format_type(a.atttypid, NULL), ''), "
+	        "(SELECT string_agg(k.attname, ', ' ORDER BY u.i) "
+	        "   FROM pg_constraint pk CROSS JOIN unnest(pk.conkey) WITH ORDINALITY u(n, i) "
+	        "   JOIN pg_attribute k ON k.attrelid = pk.conrelid AND k.attnum = u.n "
+	        "   WHERE pk.conrelid = c.oid AND pk.contype = 'p'), "
+	        "(SELECT string_agg(k.attname, ', ' ORDER BY u.i) "
+	        "   FROM pg_partitioned_table pt CROSS JOIN "
+	        "        unnest(pt.partattrs::int2[]) WITH ORDINALITY u(n, i) "
+	        "   JOIN pg_attribute k ON k.attrelid = pt.partrelid AND k.attnum = u.n "
+	        "   WHERE pt.partrelid = c.oid) "
+	        "FROM pg_class c "
+	        "LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $2 "
+	        "  AND NOT a.attisdropped "
+	        "WHERE c.relname = $1 AND c.relnamespace = 'public'::regnamespace",
+	        2, params);
+	if (PQntuples(r) != 1) {
+		PQclear(r);
+		return; /* missing: check_tables says so */
+	}
+	const char *type = PQgetvalue(r, 0, 0), *pk = PQgetvalue(r, 0, 1),
+	           *part = PQgetvalue(r, 0, 2);
+	if (strcmp(type, "meter_id") != 0)
+		note(p,
+		     "table \"%s\": its distribution column \"%s\" %s%s (co-located tables need "
+		     "one type: meter_id)",
+		     d->table, d->key, type[0] ? "is a " : "does not exist", type);
+	if (PQgetisnull(r, 0, 1))
+		note(p, "table \"%s\" has no primary key: it must have one that contains \"%s\"",
+		     d->table, d->key);
+	else if (!listed(pk, d->key))
+		note(p, "table \"%s\": its primary key (%s) lacks its distribution column \"%s\"",
+		     d->table, pk, d->key);
+	if (!PQgetisnull(r, 0, 2) && !PQgetisnull(r, 0, 1)) {
+		char copy[512];
+		snprintf(copy, sizeof copy, "%s", part);
+		for (char *s = copy, *end; s != NULL; s = end ? end + 2 : NULL) {
+			end = strstr(s, ", ");
+			if (end)
+				*end = '\0';
+			if (!listed(pk, s))
+				note(p,
+				     "table \"%s\": its primary key (%s) lacks its partition "
+				     "column "
+				     "\"%s\"",
+				     d->table, pk, s);
+		}
+	}
+	PQclear(r);
+
+	r = catalog(t,
+	            "SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) "
+	            "FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid "
+	            "WHERE c.relname = $1 AND c.relnamespace = 'public'::regnamespace "
+	            "AND (i.indisunique OR i.indisexclusion) "
+	            "AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = i.indrelid "
+	            "  AND a.attname = $2 AND a.attnum = ANY (i.indkey::int2[])) ORDER BY 1",
+	            2, params);
+	for (int i = 0; i < PQntuples(r); i++)
+		note(p,
+		     "table \"%s\": unique index \"%s\" lacks the distribution column \"%s\" "
+		     "(Citus can enforce uniqueness only within a shard): %s",
+		     d->table, PQgetvalue(r, i, 0), d->key, PQgetvalue(r, i, 1));
+	PQclear(r);
+}
+
+/* Foreign keys Citus keeps: to a reference table, or between co-located tables
+ * on their distribution columns. The others must be exactly DROPPED_ON_CITUS. */
+static void check_foreign_keys(struct testdb *t, struct problems *p)
+{
+	PGresult *r = catalog(
+	        t,
+	        "SELECT k.conname, k.conrelid::regclass::text, k.confrelid::regclass::text, "
+	        "(SELECT string_agg(a.attname || '=' || b.attname, ', ' ORDER BY u.i) "
+	        "   FROM unnest(k.conkey, k.confkey) WITH ORDINALITY u(n, fn, i) "
+	        "   JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = u.n "
+	        "   JOIN pg_attribute b ON b.attrelid = k.confrelid AND b.attnum = u.fn) "
+	        "FROM pg_constraint k "
+	        "WHERE k.contype = 'f' AND k.connamespace = 'public'::regnamespace "
+	        "AND k.conparentid = 0 ORDER BY 2, 1",
+	        0, NULL);
+	char dropped[2048] = "";
+	for (int i = 0; i < PQntuples(r); i++) {
+		const char *name = PQgetvalue(r, i, 0), *from = PQgetvalue(r, i, 1),
+		           *to = PQgetvalue(r, i, 2), *pairs = PQgetvalue(r, i, 3);
+		const struct placement *f = placement_of(from), *g = placement_of(to);
+		if (f == NULL || g == NULL)
+			continue; /* check_tables says so */
+		bool kept = false;
+		if (g->group == REFERENCE)
+			kept = true;
+		else if (distributed(f) && f->group == g->group) {
+			char pair[128];
+			snprintf(pair, sizeof pair, "%s=%s", f->key, g->key);
+			kept = listed(pairs, pair);
+		}
+		if (!kept) {
+			char what[256];
+			snprintf(what, sizeof what, "%s.%s", from, name);
+			append(dropped, sizeof dropped, what);
+		}
+	}
+	PQclear(r);
+	if (strcmp(dropped, DROPPED_ON_CITUS) != 0)
+		note(p,
+		     "the foreign keys Citus cannot keep are (%s), expected (%s): a foreign key "
+		     "between a sandbox-keyed and an account-keyed table, from a reference table "
+		     "to a distributed one, or between co-located tables not on their distribution "
+		     "columns must be dropped before distributing; avoid it, or add it to "
+		     "DROPPED_ON_CITUS in tests/integration/test_migrate.c and to docs/scaling.md",
+		     dropped, DROPPED_ON_CITUS);
+}
+
+/* Statement-level triggers on tables Citus would manage: exactly the known ones. */
+static void check_statement_triggers(struct testdb *t, struct problems *p)
+{
+	PGresult *r =
+	        catalog(t,
+	                "SELECT c.relname, t.tgname FROM pg_trigger t "
+	                "JOIN pg_class c ON c.oid = t.tgrelid "
+	                "WHERE c.relnamespace = 'public'::regnamespace AND NOT t.tgisinternal "
+	                "AND NOT c.relispartition AND (t.tgtype & 1) = 0 ORDER BY 1, 2",
+	                0, NULL);
+	char found[2048] = "";
+	for (int i = 0; i < PQntuples(r); i++) {
+		const struct placement *d = placement_of(PQgetvalue(r, i, 0));
+		if (d == NULL || d->group == COORDINATOR)
+			continue;
+		char what[256];
+		snprintf(what, sizeof what, "%s.%s", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
+		append(found, sizeof found, what);
+	}
+	PQclear(r);
+	if (strcmp(found, STATEMENT_TRIGGERS_ON_CITUS) != 0)
+		note(p,
+		     "the statement-level triggers on tables Citus would manage are (%s), "
+		     "expected (%s): Citus does not run them on shards; prefer a row trigger or "
+		     "the writer's own statement, or add it to STATEMENT_TRIGGERS_ON_CITUS in "
+		     "tests/integration/test_migrate.c and to docs/scaling.md",
+		     found, STATEMENT_TRIGGERS_ON_CITUS);
+}
+
+static void shard_problems(struct testdb *t, struct problems *p)
+{
+	p->len = 0;
+	p->text[0] = '\0';
+	check_tables(t, p);
+	for (size_t i = 0; i < sizeof placements / sizeof placements[0]; i++)
+		if (distributed(&placements[i]))
+			check_keys(t, &placements[i], p);
+	check_foreign_keys(t, p);
+	check_statement_triggers(t, p);
+}
+
+static void every_growing_table_carries_its_distribution_key(void **state)
+{
+	struct fixture *f = *state;
+	struct testdb *t = &f->t;
+	char v[64];
+	migrate(t, NULL);
+	assert_int_equal(res.status, 0);
+	static struct problems p;
+	shard_problems(t, &p);
+	if (p.len > 0) {
+		fprintf(stderr, "%s", p.text); /* whole: cmocka cuts long messages */
+		fail_msg("the schema is not ready for Citus (see above)");
+	}
+	/* samples: partitioned by month of ts, keyed by the sandbox first */
+	assert_string_equal(testdb_value(t,
+	                                 "SELECT pg_get_partkeydef('samples'::regclass) || ' ' || "
+	                                 "pg_get_constraintdef(oid) FROM pg_constraint "
+	                                 "WHERE conrelid = 'samples'::regclass AND contype = 'p'",
+	                                 v, sizeof v),
+	                    "RANGE (ts) PRIMARY KEY (sandbox_id, incarnation, ts)");
+}
+
+static void a_table_without_its_key_fails_the_shard_check(void **state)
+{
+	struct fixture *f = *state;
+	struct testdb *t = &f->t;
+	migrate(t, NULL);
+	assert_int_equal(res.status, 0);
+	const char *breakage[] = {
+	        "CREATE TABLE scratch (a int)",
+	        "ALTER TABLE sample_seeds DROP CONSTRAINT sample_seeds_pkey, "
+	        "ADD PRIMARY KEY (incarnation, first_ts)",
+	        "ALTER TABLE rollup_queue DROP CONSTRAINT rollup_queue_pkey, "
+	        "ADD PRIMARY KEY (queued_at, sandbox_id)",
+	        "CREATE UNIQUE INDEX seeds_by_time ON sample_seeds (incarnation, first_ts)",
+	        "ALTER TABLE account_month DROP CONSTRAINT account_month_pkey",
+	        "ALTER TABLE usage_hourly ADD CONSTRAINT usage_sandbox "
+	        "FOREIGN KEY (sandbox_id) REFERENCES sandboxes (id)",
+	        "CREATE TRIGGER usage_touch AFTER UPDATE ON usage_hourly "
+	        "FOR EACH STATEMENT EXECUTE FUNCTION meter_refuse_change()",
+	};
+	for (size_t i = 0; i < sizeof breakage / sizeof breakage[0]; i++)
+		assert_true(testdb_exec(t, breakage[i]));
+	static struct problems p;
+	shard_problems(t, &p);
+	const char *expected[] = {
+	        "table \"scratch\" has no place on the way to Citus",
+	        "table \"sample_seeds\": its primary key (incarnation, first_ts) lacks its "
+	        "distribution column \"sandbox_id\"",
+	        "unique index \"seeds_by_time\" lacks the distribution column \"sandbox_id\"",
+	        "table \"account_month\" has no primary key",
+	        "usage_hourly.usage_sandbox",
+	        "usage_hourly.usage_touch",
+	};
+	for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
+		if (strstr(p.text, expected[i]) == NULL) {
+			fprintf(stderr, "%s", p.text);
+			fail_msg("the shard check missed \"%s\" (what it said is above)",
+			         expected[i]);
+		}
+	/* a primary key that still holds the key, in another place, is fine */
+	assert_null(strstr(p.text, "table \"rollup_queue\""));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -329,6 +717,10 @@ int main(void)
 	                the_collector_role_may_insert_samples_and_nothing_else, setup, teardown),
 	        cmocka_unit_test_setup_teardown(the_schema_refuses_impossible_rows, setup,
 	                                        teardown),
+	        cmocka_unit_test_setup_teardown(every_growing_table_carries_its_distribution_key,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(a_table_without_its_key_fails_the_shard_check,
+	                                        setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
