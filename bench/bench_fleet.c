@@ -4,7 +4,7 @@
  * same table in the same run (the ceiling); then the rollup of it all.
  *
  *   build/bench_fleet [--accounts N] [--sandboxes N] [--batch ROWS] [--repeat N]
- *                     [--seed N] [--no-rollup] [--queries] [--plans FILE]
+ *                     [--seed N] [--no-rollup] [--queries] [--plans FILE] [--keep]
  *
  * The month is November 2026, samples every 10 s, drawn with a fixed seed:
  *   - accounts: a third of the sandboxes belong to the largest account
@@ -41,7 +41,8 @@
  * bench/run.sh.
  *
  * Uses DATABASE_URL's server or the private cluster, in a database of its own
- * dropped at the end. Never a test: it prints figures and exits 0 unless it
+ * dropped at the end (--keep leaves it, for a look at it with psql; the next
+ * run of a test or benchmark drops it). Never a test: it prints figures and exits 0 unless it
  * could not run (or, with --queries, a plan reads samples with a Seq Scan).
  */
 #include <errno.h>
@@ -670,13 +671,17 @@ out:
 int main(int argc, char **argv)
 {
 	int naccounts = 2000, nsandboxes = 300000, batch_rows = 5000, repeat = 1;
-	bool rollup = true, with_queries = false;
+	bool rollup = true, with_queries = false, keep = false;
 	const char *plans_file = NULL;
 	rng_state = 20261201;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "--no-rollup") == 0) {
 			rollup = false;
+			continue;
+		}
+		if (strcmp(a, "--keep") == 0) {
+			keep = true;
 			continue;
 		}
 		if (strcmp(a, "--queries") == 0) {
@@ -931,6 +936,11 @@ done:
 	free(buf);
 	free(chunk);
 	free(sb);
-	testdb_drop(&db);
+	if (keep && db.conn != NULL) {
+		printf("the database is kept: %s\n", db.url);
+		PQfinish(db.conn);
+	} else {
+		testdb_drop(&db);
+	}
 	return rc;
 }
