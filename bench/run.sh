@@ -17,7 +17,7 @@
 # METER_BENCH_LOGS/TIME), and prints "RESULT name=value ..." lines that this
 # script reads. It prints the date, the machine and ONE Markdown table:
 #   | figure | meter | reference | ratio | goal | met |
-# The default sizes take about half an hour on 2 cores (the fleet at a tenth:
+# The default sizes take about 10 minutes on 2 cores (the fleet at a tenth:
 # 200 accounts, 30,000 sandboxes, 1.08 million samples; 10 s per wrk and
 # pgbench measurement); --quick takes a few minutes (3,000 sandboxes, 2 s per
 # measurement, 300 fake cgroups) and its figures are only a smoke test. Exit status: 0 when every benchmark ran, 1 when one failed to run (or
