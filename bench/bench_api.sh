@@ -7,7 +7,8 @@
 # Needs root for apt (wrk) the first time. Uses DATABASE_URL's server or the
 # private cluster (started and stopped again when it was not running), in a
 # database of its own that it drops at the end. Prints a Markdown table:
-# requests/s and latency percentiles (p50, p99) of meter-api and of pgbench.
+# requests/s and latency percentiles (p50, p99) of meter-api and of pgbench,
+# then the same as "RESULT name=value ..." lines for bench/run.sh.
 # Never a test: figures only.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -126,17 +127,26 @@ echo "meter-api under wrk beside pgbench running the same SQL ($(date -u +%Y-%m-
 echo
 echo "| request | connections | meter-api req/s | p50 ms | p99 ms | pgbench same SQL tps | p50 ms | p99 ms | ratio |"
 echo "|---|---|---|---|---|---|---|---|---|"
+# RESULT lines for bench/run.sh, printed after the table:
+# api_NAME_cN_{rps,p50_ms,p99_ms} and pg_NAME_cN_{tps,p50_ms,p99_ms}
+results=
+result() { results+="RESULT $*"$'\n'; }
 for c in 4 16; do
 	read -r a50 a51 a52 <<<"$(wrk_run $c "$work/quota.lua" /v1/quota/check)"
 	read -r b50 b51 b52 <<<"$(pg_run $c "$work/quota.sql")"
 	echo "| POST /v1/quota/check | $c | $a50 | $a51 | $a52 | $b50 | $b51 | $b52 | $(awk -v a="$a50" -v b="$b50" 'BEGIN { printf "%.2f", a / b }') |"
+	result "api_quota_c${c}_rps=$a50 api_quota_c${c}_p50_ms=$a51 api_quota_c${c}_p99_ms=$a52 pg_quota_c${c}_tps=$b50 pg_quota_c${c}_p50_ms=$b51 pg_quota_c${c}_p99_ms=$b52"
 done
 for c in 8 10; do
 	read -r a50 a51 a52 <<<"$(wrk_run $c "$work/quota_paced.lua" /v1/quota/check)"
 	echo "| POST /v1/quota/check, paced (1 ms pauses) | $c | $a50 | $a51 | $a52 | | | | |"
+	result "api_quota_paced_c${c}_rps=$a50 api_quota_paced_c${c}_p50_ms=$a51 api_quota_paced_c${c}_p99_ms=$a52"
 done
 for c in 4 16; do
 	read -r a50 a51 a52 <<<"$(wrk_run $c "$work/usage.lua" "/v1/accounts/bench/usage?from=$month&to=$now")"
 	read -r b50 b51 b52 <<<"$(pg_run $c "$work/usage.sql")"
 	echo "| GET /v1/accounts/{id}/usage | $c | $a50 | $a51 | $a52 | $b50 | $b51 | $b52 | $(awk -v a="$a50" -v b="$b50" 'BEGIN { printf "%.2f", a / b }') |"
+	result "api_usage_c${c}_rps=$a50 api_usage_c${c}_p50_ms=$a51 api_usage_c${c}_p99_ms=$a52 pg_usage_c${c}_tps=$b50 pg_usage_c${c}_p50_ms=$b51 pg_usage_c${c}_p99_ms=$b52"
 done
+echo
+printf '%s' "$results"

@@ -12,7 +12,10 @@
  *   real  N empty cgroups made under this host's hierarchies (needs root)
  *   copy  the fake tree again, each round also written to PostgreSQL with COPY
  *         (DATABASE_URL or the private cluster; a database of its own)
- * Never a test: it prints figures and exits 0 unless it could not run.
+ * Never a test: it prints figures and exits 0 unless it could not run. After
+ * the table, "RESULT collector_TAG_us=... collector_TAG_rss_mib=..." lines
+ * (TAG fake_meter, fake_naive, copy_meter, real_meter, real_naive) for
+ * bench/run.sh.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +33,9 @@
 #include "common/log.h"
 #include "tests/support/fakecg.h"
 #include "tests/support/testdb.h"
+
+/* RESULT lines, printed after the table */
+static FILE *results;
 
 struct result {
 	double us_per_sandbox; /* median CPU µs of a round, per sandbox */
@@ -163,7 +169,9 @@ static struct result run(const struct job *j)
 	return r;
 }
 
-static void row(const char *tree, size_t n, const char *reader, struct result r)
+/* One row of the table, and a RESULT line (collector_TAG_us, collector_TAG_rss_mib) for
+ * bench/run.sh. */
+static void row(const char *tree, size_t n, const char *reader, const char *tag, struct result r)
 {
 	if (!r.ok) {
 		printf("| %-22s | %6zu | %-13s | %10s | %10s | %9s |\n", tree, n, reader, "failed",
@@ -174,6 +182,9 @@ static void row(const char *tree, size_t n, const char *reader, struct result r)
 	double core = r.us_per_sandbox * (double)n / 1e6 * 100.0;
 	printf("| %-22s | %6zu | %-13s | %10.2f | %9.3f%% | %6.1f MiB |\n", tree, n, reader,
 	       r.us_per_sandbox, core, (double)r.maxrss_kib / 1024.0);
+	fprintf(results,
+	        "RESULT collector_%s_us=%.2f collector_%s_rss_mib=%.1f collector_%s_n=%zu\n", tag,
+	        r.us_per_sandbox, tag, (double)r.maxrss_kib / 1024.0, tag, n);
 }
 
 static long arg(int argc, char **argv, const char *name, long def)
@@ -191,12 +202,27 @@ static long arg(int argc, char **argv, const char *name, long def)
 	return def;
 }
 
+/* Prints the RESULT lines after the table; returns rc. */
+static int finish(int rc, char **buf)
+{
+	if (results != NULL && fclose(results) == 0 && *buf != NULL)
+		printf("\n%s", *buf);
+	results = NULL;
+	free(*buf);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	long nfake = arg(argc, argv, "--sandboxes", 1000), nreal = arg(argc, argv, "--real", 100);
 	int rounds = (int)arg(argc, argv, "--rounds", 100);
 	char root[256], host[64];
 	log_init("bench", LOG_ERROR, false);
+	char *rbuf = NULL;
+	size_t rlen = 0;
+	results = open_memstream(&rbuf, &rlen);
+	if (results == NULL)
+		return 1;
 	gethostname(host, sizeof host);
 	time_t now = time(NULL);
 	char day[32];
@@ -235,9 +261,9 @@ int main(int argc, char **argv)
 	        .rounds = rounds,
 	        .dirs = dirs,
 	};
-	row("fake v2 tree, tmpfs", (size_t)nfake, "meter", run(&j));
+	row("fake v2 tree, tmpfs", (size_t)nfake, "meter", "fake_meter", run(&j));
 	j.naive = true;
-	row("fake v2 tree, tmpfs", (size_t)nfake, "naive", run(&j));
+	row("fake v2 tree, tmpfs", (size_t)nfake, "naive", "fake_naive", run(&j));
 
 	/* the same, with each round written to PostgreSQL */
 	struct testdb db;
@@ -246,7 +272,7 @@ int main(int argc, char **argv)
 		j.write = true;
 		j.cfg.db_url = db.url;
 		j.rounds = rounds < 20 ? rounds : 20;
-		row("fake v2, + COPY to PG", (size_t)nfake, "meter", run(&j));
+		row("fake v2, + COPY to PG", (size_t)nfake, "meter", "copy_meter", run(&j));
 		testdb_drop(&db);
 	} else {
 		printf("| %-22s | %6ld | %-13s | no database: start scripts/pg.sh or set "
@@ -260,7 +286,7 @@ int main(int argc, char **argv)
 	char err[512], holder[64];
 	if (!layout_find("/sys/fs/cgroup", "auto", NULL, &l, err, sizeof err)) {
 		printf("\nreal cgroups: not measured: %s\n", err);
-		return 0;
+		return finish(0, &rbuf);
 	}
 	const char *prim = cg_layout_primary(&l);
 	bool mem1 = l.memory[0] && strcmp(l.memory, prim) != 0;
@@ -298,11 +324,11 @@ int main(int argc, char **argv)
 		                .dirs = dirs};
 		char label[64];
 		snprintf(label, sizeof label, "real cgroups, %s", layout_name(&l));
-		row(label, (size_t)nreal, "meter", run(&r));
+		row(label, (size_t)nreal, "meter", "real_meter", run(&r));
 		/* the naive reader on a hybrid host reads memory from v1 too; close enough:
 		   it reads the same six names where they exist */
 		r.naive = true;
-		row(label, (size_t)nreal, "naive", run(&r));
+		row(label, (size_t)nreal, "naive", "real_naive", run(&r));
 	} else {
 		printf("\nreal cgroups: not measured: could not make cgroups under %s: %s\n", prim,
 		       strerror(errno));
@@ -322,5 +348,5 @@ int main(int argc, char **argv)
 		rmdir(path);
 	}
 	free(dirs);
-	return 0;
+	return finish(0, &rbuf);
 }

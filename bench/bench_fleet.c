@@ -4,7 +4,7 @@
  * same table in the same run (the ceiling); then the rollup of it all.
  *
  *   build/bench_fleet [--accounts N] [--sandboxes N] [--batch ROWS] [--repeat N]
- *                     [--seed N] [--no-rollup]
+ *                     [--seed N] [--no-rollup] [--queries] [--plans FILE] [--keep]
  *
  * The month is November 2026, samples every 10 s, drawn with a fixed seed:
  *   - accounts: a third of the sandboxes belong to the largest account
@@ -23,9 +23,27 @@
  * the two alternate N times and medians are printed. The rollup then rates
  * every sandbox with the worker's own code (one worker, as one meter-api).
  *
+ * With --queries, on the database it filled and rolled up, it starts the real
+ * meter-api (beside it in the build folder) and times the largest account's
+ * hot requests over loopback HTTP (quota check, trial, the month's draft
+ * invoice and usage, a sandbox's usage: p50 and p99 of many), then starts a
+ * second meter-api whose sessions log the plan of every statement they run
+ * (auto_explain with ANALYZE and BUFFERS, as warnings into its log) while it
+ * answers each request again and its rollup worker re-rates marked sandboxes
+ * (whole, from a late sample, and one registered from its first sample). It
+ * prints, per hot statement, how it read samples, and fails when any plan
+ * reads samples or a partition of it with a Seq Scan; --plans FILE (implies
+ * --queries) writes the slowest plan of each statement there. auto_explain is set
+ * with session_preload_libraries, so the database user must be a superuser
+ * (the private cluster's is).
+ *
+ * Every figure is also printed as a "RESULT name=value ..." line for
+ * bench/run.sh.
+ *
  * Uses DATABASE_URL's server or the private cluster, in a database of its own
- * dropped at the end. Never a test: it prints figures and exits 0 unless it
- * could not run.
+ * dropped at the end (--keep leaves it, for a look at it with psql; the next
+ * run of a test or benchmark drops it). Never a test: it prints figures and exits 0 unless it
+ * could not run (or, with --queries, a plan reads samples with a Seq Scan).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -37,8 +55,11 @@
 #include "api/rollup.h"
 #include "collector/batch.h"
 #include "collector/writer.h"
+#include "common/keys.h"
 #include "common/log.h"
 #include "meter/timefmt.h"
+#include "tests/support/cluster.h"
+#include "tests/support/http.h"
 #include "tests/support/testdb.h"
 
 struct sandbox {
@@ -144,10 +165,514 @@ static bool spill(struct batch *b, FILE *out, size_t **chunk, size_t *n, size_t 
 	return ok;
 }
 
+/* ---- query latency at fleet scale, and the plans of the hot statements ---- */
+
+#define FLEET_MONTH_FROM "2026-11-01T00:00:00Z"
+#define FLEET_MONTH_TO   "2026-12-01T00:00:00Z"
+
+static int cmp_ms(const void *a, const void *b)
+{
+	return cmp_double(a, b);
+}
+
+/* The p-th percentile (0 < p <= 1) of n sorted values: the value at rank ceil(p x n). */
+static double pct(const double *v, int n, double p)
+{
+	int k = (int)((double)n * p + 0.999999);
+	return v[k < 1 ? 0 : k > n ? n - 1 : k - 1];
+}
+
+struct latency {
+	const char *name;
+	double p50, p99, max;
+	int n;
+};
+
+/*
+ * Sends n requests one after the other (a new loopback connection each, as
+ * tests/support/http.c does) and keeps the wall time of each. paths holds
+ * npaths paths used in turn. False when any answer is not 200.
+ */
+static bool measure(int port, const char *key, const char *method, char (*paths)[256], int npaths,
+                    const char *body, int n, struct latency *out)
+{
+	double *ms = calloc((size_t)n, sizeof *ms);
+	bool ok = ms != NULL;
+	for (int i = 0; ok && i < n; i++) {
+		struct http_res res;
+		const char *path = paths[i % npaths];
+		double s = now_s();
+		http_do(port, method, path, key, body, body ? strlen(body) : 0, &res);
+		ms[i] = (now_s() - s) * 1000.0;
+		if (res.status != 200) {
+			fprintf(stderr, "bench_fleet: %s %s answered %d: %.300s\n", method, path,
+			        res.status, res.body ? res.body : "");
+			ok = false;
+		}
+		http_free(&res);
+	}
+	if (ok) {
+		qsort(ms, (size_t)n, sizeof *ms, cmp_ms);
+		out->p50 = pct(ms, n, 0.5);
+		out->p99 = pct(ms, n, 0.99);
+		out->max = ms[n - 1];
+		out->n = n;
+	}
+	free(ms);
+	return ok;
+}
+
+/* Where each hot statement lives, told by a piece of its text (the first match names it). */
+static const struct hot {
+	const char *where, *frag;
+	bool must; /* the run must have exercised it */
+} hot[] = {
+        {"api/queries.c Q_AUTH", "FROM api_keys", false},
+        {"api/queries.c Q_STATE (quota, trial)", "FROM sandboxes s WHERE s.account_id = a.id",
+         true},
+        {"common/invoicedb.c account name", "SELECT name FROM accounts", true},
+        {"api/queries.c Q_ACCOUNT", "FROM accounts WHERE id = $1", true},
+        {"api/queries.c Q_USAGE", "GROUP BY sandbox_id, price_plan_id", true},
+        {"api/queries.c Q_DATA_AS_OF", "FROM rollup_queue q", true},
+        {"api/queries.c Q_SANDBOX", "SELECT id, account_id, vcpus::text", true},
+        {"api/queries.c Q_SANDBOX_HOURS", "AND sandbox_id = $2 AND hour >=", true},
+        {"api/queries.c Q_SANDBOX_PEAK (samples)", "memory_peak_bytes", true},
+        {"api/queries.c Q_DAILY", "date_trunc('day', hour)", true},
+        {"common/month.c trial cover", "ORDER BY hour, price_plan_id LIMIT $4", true},
+        {"common/month.c month_usage_load",
+         "SELECT a.trial_grant_seconds * 1000000, (SELECT coalesce(sum(wall_us)", true},
+        {"common/month.c whole month",
+         "FROM account_month WHERE account_id = $1 AND month =", true},
+        {"common/month.c part of a month", "GROUP BY price_plan_id ORDER BY price_plan_id", false},
+        {"common/invoicedb.c final months",
+         "FROM invoice_quantities WHERE account_id = $1 AND "
+         "for_month <",
+         true},
+        {"common/invoicedb.c billed",
+         "FROM invoice_quantities WHERE account_id = $1 AND for_month "
+         "=",
+         false},
+        {"common/invoicedb.c stored invoice", "SELECT body_json", true},
+        {"common/limits.c limits_check_usage", "a.monthly_spend_cap::text, (SELECT coalesce", true},
+        {"api/rollup.c queue", "FROM rollup_queue WHERE waiting IS NULL ORDER BY", true},
+        {"api/rollup.c auto_register (samples)", "SELECT s.sandbox_id, s.account_id", true},
+        {"api/rollup.c load_sandbox", "SELECT account_id, vcpus::text", true},
+        {"api/rollup.c incarnations (samples)", "SELECT incarnation FROM (SELECT incarnation",
+         true},
+        {"api/rollup.c window (samples)", "SELECT incarnation, (extract(epoch FROM ts)", true},
+        {"api/rollup.c last_before (samples)", "AS cpu FROM samples WHERE sandbox_id = $1", true},
+        {"api/rollup.c store: old hours", "WITH old AS (DELETE FROM usage_hourly", true},
+        {"api/rollup.c store: new hours", "WITH ins AS (INSERT INTO usage_hourly", true},
+        {"api/rollup.c horizon", "FROM sample_horizon", true},
+        {"api/rollup.c clear mark", "DELETE FROM rollup_queue WHERE sandbox_id", true},
+};
+#define NHOT (sizeof hot / sizeof hot[0])
+
+/* What the plans of one statement showed, over all its runs. */
+struct seen {
+	char where[96];
+	int calls;
+	double max_ms;
+	int seq_samples;      /* Seq Scans of samples or a partition of it */
+	char samples_by[256]; /* how samples were read: node and index, distinct */
+	char seq_other[256];  /* Seq Scans of other tables (information) */
+	char *bad_plan;       /* the first plan with a Seq Scan of samples */
+	char *slowest;        /* the slowest run's plan */
+};
+
+static void add_word(char *list, size_t len, const char *w)
+{
+	if (strstr(list, w) != NULL)
+		return;
+	size_t o = strlen(list);
+	snprintf(list + o, len - o, "%s%s", o ? ", " : "", w);
+}
+
+static bool is_samples(const char *rel)
+{
+	return rel && (strcmp(rel, "samples") == 0 || strncmp(rel, "samples_", 8) == 0);
+}
+
+/* Walks a plan node and its children. */
+static void walk(const cJSON *node, struct seen *s, bool *bad)
+{
+	const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(node, "Node Type"));
+	const char *rel = cJSON_GetStringValue(cJSON_GetObjectItem(node, "Relation Name"));
+	const char *index = cJSON_GetStringValue(cJSON_GetObjectItem(node, "Index Name"));
+	if (type && strcmp(type, "Seq Scan") == 0) {
+		if (is_samples(rel)) {
+			*bad = true;
+			char w[128];
+			snprintf(w, sizeof w, "SEQ SCAN %s", rel);
+			add_word(s->samples_by, sizeof s->samples_by, w);
+		} else if (rel) {
+			add_word(s->seq_other, sizeof s->seq_other, rel);
+		}
+	} else if (type && is_samples(rel)) {
+		char w[160];
+		snprintf(w, sizeof w, "%s %s", type, index ? index : rel);
+		add_word(s->samples_by, sizeof s->samples_by, w);
+	}
+	const cJSON *kid;
+	cJSON_ArrayForEach(kid, cJSON_GetObjectItem(node, "Plans")) walk(kid, s, bad);
+}
+
+/*
+ * Reads auto_explain's plans (JSON, one WARNING each) from a meter-api log and
+ * sums them up per statement into seen[] (NHOT + 1: the last is "other").
+ */
+static void read_plans(const char *log, struct seen *seen)
+{
+	const char *mark = "WARNING:  duration: ";
+	for (const char *p = strstr(log, mark); p != NULL; p = strstr(p, mark)) {
+		double ms = strtod(p + strlen(mark), NULL);
+		const char *j = strchr(p, '{'), *end = NULL;
+		p += strlen(mark);
+		if (j == NULL)
+			break;
+		cJSON *doc = cJSON_ParseWithOpts(j, &end, false);
+		if (doc == NULL)
+			continue;
+		p = end;
+		const char *text = cJSON_GetStringValue(cJSON_GetObjectItem(doc, "Query Text"));
+		char flat[4096] = "";
+		/* the text on one line, runs of blanks as one space */
+		for (size_t o = 0; text && *text && o + 1 < sizeof flat; text++) {
+			char ch = (*text == '\n' || *text == '\t') ? ' ' : *text;
+			if (ch == ' ' && o > 0 && flat[o - 1] == ' ')
+				continue;
+			flat[o++] = ch;
+			flat[o] = '\0';
+		}
+		size_t k = 0;
+		while (k < NHOT && strstr(flat, hot[k].frag) == NULL)
+			k++;
+		struct seen *s = &seen[k];
+		if (k == NHOT && s->calls == 0)
+			snprintf(s->where, sizeof s->where, "other statements");
+		else if (k < NHOT)
+			snprintf(s->where, sizeof s->where, "%s", hot[k].where);
+		s->calls++;
+		if (s->slowest == NULL || ms > s->max_ms) {
+			s->max_ms = ms;
+			free(s->slowest);
+			s->slowest = cJSON_Print(doc);
+		}
+		bool bad = false;
+		walk(cJSON_GetObjectItem(doc, "Plan"), s, &bad);
+		if (bad) {
+			s->seq_samples++;
+			if (s->bad_plan == NULL)
+				s->bad_plan = cJSON_Print(doc);
+		}
+		cJSON_Delete(doc);
+	}
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	if (f == NULL)
+		return NULL;
+	for (;;) {
+		if (cap - len < 65536) {
+			char *nb = realloc(buf, cap = cap * 2 + 65536);
+			if (nb == NULL) {
+				free(buf);
+				fclose(f);
+				return NULL;
+			}
+			buf = nb;
+		}
+		size_t r = fread(buf + len, 1, cap - len - 1, f);
+		len += r;
+		if (r == 0)
+			break;
+	}
+	buf[len] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* meter-api beside this program (both in the build folder). */
+static bool api_binary(char *out, size_t len)
+{
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n <= 0)
+		return false;
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	if (slash == NULL)
+		return false;
+	*slash = '\0';
+	if ((size_t)snprintf(out, len, "%s/meter-api", self) >= len)
+		return false;
+	return access(out, X_OK) == 0;
+}
+
+/*
+ * On the database the fleet filled and rolled up: the latency of the hot
+ * requests of the largest account through a real meter-api on loopback, then
+ * the plans of every statement meter-api runs for them and for its rollup
+ * worker (auto_explain, ANALYZE and BUFFERS, in a second meter-api). False
+ * when it could not run, a request failed, or a plan reads samples with a
+ * Seq Scan.
+ */
+static bool queries(struct testdb *db, double scale, const char *plans_file)
+{
+	PGconn *c = db->conn;
+	char bin[4096], key[KEY_LEN + 1], v[64], sbpath[100][256], path[1][256];
+	struct api_proc api = {0};
+	struct seen seen[NHOT + 1];
+	char *log = NULL;
+	bool ok = false, plans_ok = true;
+	memset(seen, 0, sizeof seen);
+	if (!api_binary(bin, sizeof bin)) {
+		fprintf(stderr, "bench_fleet: no meter-api beside bench_fleet (build it)\n");
+		return false;
+	}
+	/* What autovacuum would have done by now: statistics of the tables that changed
+	 * (the empty partitions it never analyzes are left as they are). */
+	if (!exec(c, "ANALYZE samples_202611") || !exec(c, "ANALYZE usage_hourly") ||
+	    !exec(c, "ANALYZE account_month") || !exec(c, "ANALYZE sandboxes") ||
+	    !exec(c, "ANALYZE accounts"))
+		return false;
+	long nsb = count(c, "SELECT count(*) FROM sandboxes WHERE account_id = 'acct-0000'");
+	double hours = 0;
+	if (testdb_value(db,
+	                 "SELECT coalesce(sum(wall_us), 0) / 3600e6 FROM account_month WHERE "
+	                 "account_id = 'acct-0000' AND month = '2026-11-01'",
+	                 v, sizeof v) != NULL)
+		hours = strtod(v, NULL);
+	printf("\nlargest account acct-0000: %ld sandboxes, %.0f sandbox-hours in 2026-11 (the "
+	       "full "
+	       "fleet, 2,000 accounts and 300,000 sandboxes, gives it about 104,000 sandboxes and "
+	       "10,000 sandbox-hours; a tenth, 200 and 30,000, about 1,000)\n",
+	       nsb, hours);
+	printf("RESULT fleet_largest_sandboxes=%ld fleet_largest_sandbox_hours=%.0f "
+	       "fleet_scale=%.4f\n",
+	       nsb, hours, scale);
+	/* sandboxes of acct-0000 for the sandbox usage, taken in turn */
+	PGresult *r = PQexec(c, "SELECT id FROM sandboxes WHERE account_id = 'acct-0000' ORDER BY "
+	                        "md5(id) LIMIT 100");
+	int nids = PQresultStatus(r) == PGRES_TUPLES_OK ? PQntuples(r) : 0;
+	for (int i = 0; i < nids; i++)
+		snprintf(sbpath[i], sizeof sbpath[i],
+		         "/v1/sandboxes/%s/usage?from=" FLEET_MONTH_FROM "&to=" FLEET_MONTH_TO,
+		         PQgetvalue(r, i, 0));
+	PQclear(r);
+	if (nids == 0 || !testdb_key(db, "acct-0000", key))
+		return false;
+
+	/* The November invoice stays a draft whatever today is (grace: 90 days), and no
+	 * partition is dropped under the benchmark. */
+	setenv("METER_INVOICE_GRACE", "2160h", 1);
+	setenv("METER_RAW_RETENTION", "0", 1);
+	if (!api_start(&api, bin, db->url, "--no-rollup")) {
+		fprintf(stderr, "bench_fleet: could not start meter-api\n");
+		return false;
+	}
+	const char *quota = "{\"account_id\":\"acct-0000\",\"vcpus\":2,\"memory_gib\":4}";
+	struct latency lat[5] = {
+	        {.name = "POST /v1/quota/check (acct-0000)"},
+	        {.name = "GET /v1/accounts/acct-0000/trial"},
+	        {.name = "GET /v1/accounts/acct-0000/invoices/2026-11 (draft)"},
+	        {.name = "GET /v1/accounts/acct-0000/usage (the month)"},
+	        {.name = "GET /v1/sandboxes/{id}/usage (the month)"},
+	};
+	/* a few of each first: keys cached, plans made, pages read */
+	snprintf(path[0], sizeof path[0], "/v1/quota/check");
+	bool m = measure(api.port, key, "POST", path, 1, quota, 200, &lat[0]) &&
+	         measure(api.port, key, "POST", path, 1, quota, 5000, &lat[0]);
+	snprintf(path[0], sizeof path[0], "/v1/accounts/acct-0000/trial");
+	m = m && measure(api.port, key, "GET", path, 1, NULL, 50, &lat[1]) &&
+	    measure(api.port, key, "GET", path, 1, NULL, 1000, &lat[1]);
+	snprintf(path[0], sizeof path[0], "/v1/accounts/acct-0000/invoices/2026-11");
+	m = m && measure(api.port, key, "GET", path, 1, NULL, 5, &lat[2]) &&
+	    measure(api.port, key, "GET", path, 1, NULL, 200, &lat[2]);
+	snprintf(path[0], sizeof path[0],
+	         "/v1/accounts/acct-0000/usage?from=" FLEET_MONTH_FROM "&to=" FLEET_MONTH_TO);
+	m = m && measure(api.port, key, "GET", path, 1, NULL, 3, &lat[3]) &&
+	    measure(api.port, key, "GET", path, 1, NULL, 50, &lat[3]);
+	m = m && measure(api.port, key, "GET", sbpath, nids, NULL, 20, &lat[4]) &&
+	    measure(api.port, key, "GET", sbpath, nids, NULL, 1000, &lat[4]);
+	{
+		struct http_res res;
+		http_do(api.port, "GET", "/v1/accounts/acct-0000/invoices/2026-11", key, NULL, 0,
+		        &res);
+		cJSON *doc = http_json(&res);
+		const char *status = cJSON_GetStringValue(cJSON_GetObjectItem(doc, "status"));
+		printf("the invoice of acct-0000 for 2026-11: status %s, total %s, %zu bytes\n",
+		       status ? status : "?",
+		       cJSON_GetStringValue(cJSON_GetObjectItem(doc, "total"))
+		               ? cJSON_GetStringValue(cJSON_GetObjectItem(doc, "total"))
+		               : "?",
+		       res.len);
+		cJSON_Delete(doc);
+		http_free(&res);
+		http_do(api.port, "GET", path[0], key, NULL, 0, &res);
+		printf("the usage of acct-0000 for 2026-11: %zu bytes\n", res.len);
+		http_free(&res);
+	}
+	api_stop(&api);
+	if (!m)
+		return false;
+	printf("\nlatency over loopback HTTP, one client, a new connection per request, "
+	       "meter-api against this database:\n\n");
+	printf("| request | requests | p50 ms | p99 ms | max ms | goal "
+	       "|\n|---|---|---|---|---|---|\n");
+	const char *goal[5] = {"p99 <= 2 ms", "", "<= 50 ms", "", ""};
+	const char *tag[5] = {"quota", "trial", "invoice", "usage", "sandbox_usage"};
+	for (int i = 0; i < 5; i++)
+		printf("| %s | %d | %.2f | %.2f | %.2f | %s |\n", lat[i].name, lat[i].n, lat[i].p50,
+		       lat[i].p99, lat[i].max, goal[i]);
+	for (int i = 0; i < 5; i++)
+		printf("RESULT fleet_%s_p50_ms=%.3f fleet_%s_p99_ms=%.3f\n", tag[i], lat[i].p50,
+		       tag[i], lat[i].p99);
+	fflush(stdout);
+
+	/* The plans: a second meter-api whose sessions send every plan (auto_explain, as
+	 * EXPLAIN (ANALYZE, BUFFERS), in JSON) to it as warnings (common/db.c sets
+	 * client_min_messages to warning); libpq prints them on its stderr, the log. Its rollup
+	 * worker re-rates marked sandboxes meanwhile. */
+	char url[sizeof db->url + 512];
+	snprintf(url, sizeof url,
+	         "%s options='-c session_preload_libraries=auto_explain "
+	         "-c auto_explain.log_min_duration=0 -c auto_explain.log_analyze=on "
+	         "-c auto_explain.log_buffers=on -c auto_explain.log_nested_statements=on "
+	         "-c auto_explain.log_format=json -c auto_explain.log_level=warning'",
+	         db->url);
+	/* three sandboxes re-rated whole, three from a late sample in mid-life, and a
+	 * sample of an unregistered sandbox whose cgroup path named acct-0000 */
+	if (!exec(c,
+	          "INSERT INTO rollup_queue (sandbox_id, from_ts, queued_at) "
+	          "(SELECT id, '-infinity'::timestamptz, clock_timestamp() FROM sandboxes "
+	          " WHERE account_id = 'acct-0000' ORDER BY md5(id) LIMIT 3) UNION ALL "
+	          "(SELECT id, started_at + interval '3 minutes', clock_timestamp() FROM "
+	          " sandboxes WHERE account_id = 'acct-0000' ORDER BY md5(id) OFFSET 3 LIMIT 3)"))
+		return false;
+	{
+		struct batch b = {0};
+		struct cg_reading rd = {.cpu_usage_us = 5000000,
+		                        .mem_current = INT64_C(1) << 30,
+		                        .mem_peak = INT64_C(1) << 30,
+		                        .mem_anon_kernel = CG_ABSENT,
+		                        .mem_limit = INT64_C(2) << 30,
+		                        .cpu_limit_millicores = 1000};
+		int64_t ts;
+		meter_time_parse("2026-11-15T12:00:05Z", &ts);
+		char err[512];
+		long ins = 0;
+		bool w = batch_add(&b, "sb-unregistered", "acct-0000", 99, ts, "fleet-host", &rd) &&
+		         writer_write(c, "meter_collector", b.buf, b.len, &ins, err, sizeof err);
+		batch_free(&b);
+		if (!w) {
+			fprintf(stderr, "bench_fleet: a late sample: %s\n", err);
+			return false;
+		}
+	}
+	if (!api_start(&api, bin, url, NULL)) {
+		fprintf(stderr,
+		        "bench_fleet: could not start meter-api with auto_explain (it needs "
+		        "a superuser to set session_preload_libraries)\n");
+		return false;
+	}
+	/* each request seven times: prepared statements switch to a generic plan after five */
+	for (int i = 0; i < 7; i++) {
+		struct latency l;
+		snprintf(path[0], sizeof path[0], "/v1/quota/check");
+		plans_ok = plans_ok && measure(api.port, key, "POST", path, 1, quota, 1, &l);
+		const char *get[] = {
+		        "/v1/accounts/acct-0000/trial",
+		        "/v1/accounts/acct-0000/invoices/2026-11",
+		        "/v1/accounts/acct-0000/usage?from=" FLEET_MONTH_FROM "&to=" FLEET_MONTH_TO,
+		        "/v1/accounts/acct-0000/forecast?month=2026-11",
+		        "/v1/accounts/acct-0000",
+		};
+		for (size_t k = 0; k < sizeof get / sizeof get[0]; k++) {
+			snprintf(path[0], sizeof path[0], "%s", get[k]);
+			plans_ok = plans_ok && measure(api.port, key, "GET", path, 1, NULL, 1, &l);
+		}
+		plans_ok = plans_ok &&
+		           measure(api.port, key, "GET", sbpath + i % nids, 1, NULL, 1, &l);
+	}
+	/* until the worker has taken every mark (and checked the limits after it) */
+	for (int i = 0; i < 600 && count(c, "SELECT count(*) FROM rollup_queue") != 0; i++)
+		sleep_ms(100);
+	sleep_ms(500);
+	long left = count(c, "SELECT count(*) FROM rollup_queue");
+	log = slurp(api.log);
+	api_stop(&api);
+	if (!plans_ok || log == NULL || left != 0) {
+		fprintf(stderr, "bench_fleet: the plans could not be taken (%ld marks left)\n",
+		        left);
+		goto out;
+	}
+	read_plans(log, seen);
+	int bad = 0, missing = 0, total = 0;
+	printf("\nplans of the statements meter-api ran for these requests and its rollup "
+	       "(auto_explain: EXPLAIN (ANALYZE, BUFFERS) of every run):\n\n");
+	printf("| statement | runs | max ms | how samples were read | Seq Scan of samples | "
+	       "Seq Scans of other tables |\n|---|---|---|---|---|---|\n");
+	for (size_t k = 0; k <= NHOT; k++) {
+		struct seen *s = &seen[k];
+		total += s->calls;
+		if (k < NHOT && s->calls == 0) {
+			if (hot[k].must) {
+				printf("| %s | 0 | | NOT EXERCISED | | |\n", hot[k].where);
+				missing++;
+			}
+			continue;
+		}
+		if (s->calls == 0)
+			continue;
+		printf("| %s | %d | %.2f | %s | %s | %s |\n", s->where, s->calls, s->max_ms,
+		       s->samples_by[0] ? s->samples_by : "-", s->seq_samples ? "**YES**" : "no",
+		       s->seq_other[0] ? s->seq_other : "");
+		bad += s->seq_samples > 0;
+	}
+	printf("RESULT fleet_explain_statements=%d fleet_explain_plans=%d "
+	       "fleet_explain_samples_seqscans=%d fleet_explain_not_exercised=%d\n",
+	       (int)NHOT, total, bad, missing);
+	for (size_t k = 0; k <= NHOT; k++)
+		if (seen[k].bad_plan) {
+			printf("\nSEQ SCAN OF SAMPLES in %s; its plan:\n%s\n", seen[k].where,
+			       seen[k].bad_plan);
+		}
+	if (plans_file != NULL) {
+		FILE *f = fopen(plans_file, "w");
+		for (size_t k = 0; f != NULL && k <= NHOT; k++)
+			if (seen[k].slowest)
+				fprintf(f, "== %s: %d runs, the slowest (%.3f ms):\n%s\n\n",
+				        seen[k].where, seen[k].calls, seen[k].max_ms,
+				        seen[k].slowest);
+		if (f == NULL || fclose(f) != 0)
+			fprintf(stderr, "bench_fleet: could not write %s: %s\n", plans_file,
+			        strerror(errno));
+		else
+			printf("the slowest plan of each statement: %s\n", plans_file);
+	}
+	if (bad || missing)
+		fprintf(stderr,
+		        "bench_fleet: FAILED: %d statement(s) read samples with a Seq Scan, %d hot "
+		        "statement(s) not exercised\n",
+		        bad, missing);
+	ok = bad == 0 && missing == 0;
+out:
+	for (size_t k = 0; k <= NHOT; k++)
+		free(seen[k].bad_plan), free(seen[k].slowest);
+	free(log);
+	return ok;
+}
+
 int main(int argc, char **argv)
 {
 	int naccounts = 2000, nsandboxes = 300000, batch_rows = 5000, repeat = 1;
-	bool rollup = true;
+	bool rollup = true, with_queries = false, keep = false;
+	const char *plans_file = NULL;
 	rng_state = 20261201;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -155,10 +680,25 @@ int main(int argc, char **argv)
 			rollup = false;
 			continue;
 		}
+		if (strcmp(a, "--keep") == 0) {
+			keep = true;
+			continue;
+		}
+		if (strcmp(a, "--queries") == 0) {
+			with_queries = true;
+			continue;
+		}
+		if (strcmp(a, "--plans") == 0 && v != NULL) {
+			plans_file = v;
+			with_queries = true;
+			i++;
+			continue;
+		}
 		if (v == NULL || atol(v) <= 0) {
 			fprintf(stderr,
 			        "usage: bench_fleet [--accounts N] [--sandboxes N] [--batch ROWS] "
-			        "[--repeat N] [--seed N] [--no-rollup]\n");
+			        "[--repeat N] [--seed N] [--no-rollup] [--queries] [--plans "
+			        "FILE]\n");
 			return 2;
 		}
 		if (strcmp(a, "--accounts") == 0)
@@ -176,6 +716,10 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		i++;
+	}
+	if (with_queries && !rollup) {
+		fprintf(stderr, "bench_fleet: --queries needs the rollup (drop --no-rollup)\n");
+		return 2;
 	}
 	log_init("bench_fleet", LOG_WARN, false);
 
@@ -357,6 +901,8 @@ int main(int argc, char **argv)
 	printf("| ingest, samples/s (median of %d) | %.0f | %.0f | %.2f | >= 0.8 x and >= 100000 "
 	       "|\n",
 	       repeat, (double)rows / mm, (double)rows / mc, mc / mm);
+	printf("RESULT fleet_samples=%ld fleet_ingest_sps=%.0f fleet_copy_sps=%.0f\n", rows,
+	       (double)rows / mm, (double)rows / mc);
 
 	if (rollup) {
 		/* Every sandbox was marked by the last ingest: rate them all, as one worker. */
@@ -376,7 +922,12 @@ int main(int argc, char **argv)
 		long left = count(c, "SELECT count(*) FROM rollup_queue");
 		long hours = count(c, "SELECT count(*) FROM usage_hourly");
 		printf("rollup: %.1f s, %ld hourly rows, %ld marks left\n", took, hours, left);
+		printf("RESULT fleet_rollup_sps=%.0f fleet_rollup_sandboxes_per_s=%.1f\n",
+		       (double)rows / took, (double)n / took);
+		fflush(stdout);
 	}
+	if (with_queries && !queries(&db, (double)nsandboxes / 300000.0, plans_file))
+		goto done;
 	rc = 0;
 done:
 	if (out)
@@ -385,6 +936,11 @@ done:
 	free(buf);
 	free(chunk);
 	free(sb);
-	testdb_drop(&db);
+	if (keep && db.conn != NULL) {
+		printf("the database is kept: %s\n", db.url);
+		PQfinish(db.conn);
+	} else {
+		testdb_drop(&db);
+	}
 	return rc;
 }
