@@ -614,7 +614,7 @@ void h_dashboard_sandbox(struct req *r)
 	const char *hp[] = {account, id, fs, ts}, *pp[] = {id, fs, ts};
 	if (!data_as_of(r, c, account, asof, sizeof asof) || !load_plans(r, c, &plans, &nplans))
 		goto out;
-	hours = q_exec(c, Q_SANDBOX_HOURS, 4, hp);
+	hours = q_exec_planned(c, Q_SANDBOX_HOURS, 4, hp);
 	peak = q_exec(c, Q_SANDBOX_PEAK, 3, pp);
 	if (PQresultStatus(hours) != PGRES_TUPLES_OK || PQresultStatus(peak) != PGRES_TUPLES_OK) {
 		reply_db_error(r, "could not read the sandbox's usage", NULL);

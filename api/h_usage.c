@@ -473,7 +473,7 @@ void h_sandbox_usage(struct req *r)
 	if (!data_as_of(r, c, account, asof, sizeof asof) || !load_plans(r, c, &plans, &nplans))
 		goto out;
 	const char *hp[] = {account, id, fs, ts};
-	res = q_exec(c, Q_SANDBOX_HOURS, 4, hp);
+	res = q_exec_planned(c, Q_SANDBOX_HOURS, 4, hp);
 	const char *pp[] = {id, fs, ts};
 	peak = q_exec(c, Q_SANDBOX_PEAK, 3, pp);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQresultStatus(peak) != PGRES_TUPLES_OK) {
