@@ -269,7 +269,8 @@ static const char load_sql[] =
  *   - kind 1: its samples after the read's start.
  * $3, the lowest start, goes as a timestamptz constant, so the planner prunes
  * the partitions before it (a computed time alone would make it plan for
- * every partition).
+ * every partition). Both parts are LATERAL: one index scan per sandbox,
+ * never a hash join over a whole month's partition.
  */
 static const char read_sql[] =
 	"WITH j AS (SELECT * FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY j(id, w, k)) "
@@ -288,8 +289,8 @@ static const char read_sql[] =
 	"GROUP BY j.k, x.incarnation "
 	"UNION ALL "
 	"SELECT 1, j.k, s.incarnation, " US("s.ts") ", s.cpu_usage_us, NULL, NULL, NULL "
-	"FROM j JOIN samples s ON s.sandbox_id = j.id AND s.ts > " TS("j.w") " "
-	"WHERE s.ts > $3::timestamptz";
+	"FROM j CROSS JOIN LATERAL (SELECT incarnation, ts, cpu_usage_us FROM samples "
+	"  WHERE sandbox_id = j.id AND ts > " TS("j.w") " AND ts > $3::timestamptz) s";
 
 /*
  * Removes the rated sandboxes' marks ($4) and their hours from their window
