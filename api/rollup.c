@@ -20,11 +20,86 @@
 #define US(col) "(extract(epoch FROM " col ") * 1000000)::bigint"
 #define TS(n)   "('epoch'::timestamptz + (" n ")::bigint * interval '1 microsecond')"
 
+/*
+ * Marks taken in one transaction. Every statement of a batch serves all of
+ * its sandboxes, so a sandbox costs a fraction of a round trip; a batch
+ * whose statement fails is taken again one sandbox per transaction, where a
+ * sandbox that cannot be stored is parked alone as before.
+ */
+#define BATCH 32
+
+/* The most text one array parameter may hold. */
+#define ARRAY_MAX ((size_t)64 << 20)
+
 static int64_t now_realtime_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* A PostgreSQL array literal ("{...}") being built; failed once it could not grow. */
+struct arr {
+	char *s;
+	size_t len, cap, n;
+	bool failed;
+};
+
+static void arr_put(struct arr *a, const char *s, size_t n)
+{
+	if (a->failed)
+		return;
+	if (a->len + n + 2 > a->cap) {
+		size_t cap = a->cap ? a->cap : 256;
+		while (a->len + n + 2 > cap)
+			cap *= 2;
+		char *ns = cap <= ARRAY_MAX ? realloc(a->s, cap) : NULL;
+		if (ns == NULL) {
+			a->failed = true;
+			return;
+		}
+		a->s = ns;
+		a->cap = cap;
+	}
+	memcpy(a->s + a->len, s, n);
+	a->len += n;
+	a->s[a->len] = '\0';
+}
+
+/* Appends a text element, quoted. */
+static void arr_str(struct arr *a, const char *v)
+{
+	arr_put(a, a->n++ ? ",\"" : "{\"", 2);
+	for (const char *p = v; *p;) {
+		size_t run = strcspn(p, "\"\\");
+		arr_put(a, p, run);
+		p += run;
+		if (*p) {
+			char esc[2] = {'\\', *p++};
+			arr_put(a, esc, 2);
+		}
+	}
+	arr_put(a, "\"", 1);
+}
+
+static void arr_int(struct arr *a, int64_t v)
+{
+	char b[32];
+	int k = snprintf(b, sizeof b, "%s%lld", a->n++ ? "," : "{", (long long)v);
+	arr_put(a, b, (size_t)k);
+}
+
+/* The literal, or NULL when it could not be built. */
+static const char *arr_end(struct arr *a)
+{
+	arr_put(a, a->n ? "}" : "{}", a->n ? 1 : 2);
+	return a->failed ? NULL : a->s;
+}
+
+static void arr_free(struct arr *a)
+{
+	free(a->s);
+	*a = (struct arr){0};
 }
 
 /* Usage of one hour under one plan. */
@@ -33,17 +108,59 @@ struct bucket {
 	struct meter_usage u;
 };
 
+struct smp {
+	int64_t inc, t, cpu;
+	size_t order; /* rank of its incarnation's first appearance */
+};
+
+/* One incarnation of a sandbox, as its whole history knows it. */
+struct inc {
+	int64_t inc, first; /* first: its earliest sample, dropped partitions included */
+	bool at_window;     /* seeded: a sample (or seed) up to the window's start */
+	bool at_end;        /* any sample (or seed) at all */
+	struct meter_sample window, end; /* where it stood at the window's start, at its end */
+};
+
+enum fate {
+	RATE,           /* rated and stored, its mark removed */
+	NOT_REGISTERED, /* parked until it is registered */
+	CANNOT_RATE,    /* parked with the reason in why */
+};
+
 struct job {
 	char sandbox[160], account[160];
+	enum fate fate;
+	char why[600];
+	bool found;
+	int64_t mark; /* the mark's from_ts (METER_TIME_NONE: everything) */
 	struct meter_size size;
 	int64_t started, stopped; /* METER_TIME_NONE when not known */
 	int64_t window;           /* re-rate intervals ending after this (an hour start) */
+	int64_t from;             /* samples after it are read, the ones before seed */
 	int64_t horizon;          /* raw samples before it were dropped (METER_TIME_NONE: none) */
 	const struct meter_plan *plans;
 	size_t nplans;
+	struct inc *incs;
+	size_t ninc;
+	struct smp *s;
+	size_t n;
 	struct bucket *b;
 	size_t nb, capb;
 };
+
+static void job_free(struct job *j)
+{
+	free(j->incs);
+	free(j->s);
+	free(j->b);
+}
+
+static void cannot_rate(struct job *j, const char *why)
+{
+	j->fate = CANNOT_RATE;
+	snprintf(j->why, sizeof j->why, "cannot rate: %s", why);
+	log_warn("rollup: sandbox %s %s", j->sandbox, why);
+}
 
 static bool get_int(const PGresult *r, int row, int col, int64_t *out)
 {
@@ -105,46 +222,241 @@ static bool auto_register(PGconn *c, const char *sb, bool *done, char *err, size
 	return true;
 }
 
-/* Loads the sandbox; *found false when it is not registered (and could not be). */
-static bool load_sandbox(PGconn *c, struct job *j, bool *found, char *err, size_t errlen)
+/*
+ * The statements of a batch. Each takes arrays, one element per sandbox (or
+ * per hourly row), so a batch costs the same number of round trips as one
+ * sandbox did. They go unnamed (PQexecParams): nothing is left prepared on
+ * the connection, so they pass through transaction pooling, and each is
+ * planned for its constants (the time bounds prune partitions).
+ */
+/* clang-format off */
+
+/* The marks, oldest first; taken ones are skipped (another worker has them). */
+static const char take_sql[] =
+	"SELECT sandbox_id, CASE WHEN from_ts = '-infinity' THEN NULL ELSE " US("from_ts") " END "
+	"FROM rollup_queue WHERE waiting IS NULL ORDER BY queued_at "
+	"LIMIT $1 FOR UPDATE SKIP LOCKED";
+
+/*
+ * Shared with other rollups, exclusive to meter_drop_sample_partitions
+ * (migrations/0010): the horizon cannot move until this batch commits. Its
+ * own statement, so the reads after it have a snapshot taken after the lock.
+ */
+static const char lock_sql[] =
+	"SELECT pg_advisory_xact_lock_shared(hashtext('meter_sample_horizon'))";
+
+/*
+ * The horizon (where raw samples begin: meter_drop_sample_partitions moves
+ * it) and the sandboxes, by their rank in $1. A statement after the marks'
+ * locks and the horizon's: it sees every stop and registration committed
+ * with a mark before.
+ */
+static const char load_sql[] =
+	"SELECT j.k, s.account_id, s.vcpus::text, s.memory_gib::text, "
+	"  " US("s.started_at") ", " US("s.stopped_at") ", "
+	"  (SELECT CASE WHEN raw_from = '-infinity' THEN NULL ELSE " US("raw_from") " END "
+	"   FROM sample_horizon) "
+	"FROM unnest($1::text[]) WITH ORDINALITY j(id, k) LEFT JOIN sandboxes s ON s.id = j.id";
+
+/*
+ * For every sandbox to rate ($1, reading from $2 µs):
+ *   - kind 0, one row per incarnation: its first time in the sandbox's whole
+ *     history (their order: dropped partitions and late samples included),
+ *     and where it stood up to the read's start and at its end (the time of
+ *     its last sample and its highest counter: meter_series_resume) from raw
+ *     samples after the horizon $4 (late ones before it are never rated) and
+ *     what dropped partitions knew (sample_seeds);
+ *   - kind 1: its samples after the read's start.
+ * $3, the lowest start, goes as a timestamptz constant, so the planner prunes
+ * the partitions before it (a computed time alone would make it plan for
+ * every partition). Both parts are LATERAL: one index scan per sandbox,
+ * never a hash join over a whole month's partition.
+ */
+static const char read_sql[] =
+	"WITH j AS (SELECT * FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY j(id, w, k)) "
+	"SELECT 0, j.k, x.incarnation, " US("min(x.f)") ", " US("max(x.tw)") ", max(x.cw), "
+	"  " US("max(x.ta)") ", max(x.ca) "
+	"FROM j CROSS JOIN LATERAL ("
+	"  SELECT incarnation, min(ts) f, "
+	"    max(ts) FILTER (WHERE ts > $4::timestamptz AND ts <= " TS("j.w") ") tw, "
+	"    max(cpu_usage_us) FILTER (WHERE ts > $4::timestamptz AND ts <= " TS("j.w") ") cw, "
+	"    max(ts) FILTER (WHERE ts > $4::timestamptz) ta, "
+	"    max(cpu_usage_us) FILTER (WHERE ts > $4::timestamptz) ca "
+	"  FROM samples WHERE sandbox_id = j.id GROUP BY incarnation "
+	"  UNION ALL "
+	"  SELECT incarnation, first_ts, last_ts, max_cpu_usage_us, last_ts, max_cpu_usage_us "
+	"  FROM sample_seeds WHERE sandbox_id = j.id) x "
+	"GROUP BY j.k, x.incarnation "
+	"UNION ALL "
+	"SELECT 1, j.k, s.incarnation, " US("s.ts") ", s.cpu_usage_us, NULL, NULL, NULL "
+	"FROM j CROSS JOIN LATERAL (SELECT incarnation, ts, cpu_usage_us FROM samples "
+	"  WHERE sandbox_id = j.id AND ts > " TS("j.w") " AND ts > $3::timestamptz) s";
+
+/*
+ * Removes the rated sandboxes' marks ($4) and their hours from their window
+ * on ($1 accounts, $2 sandboxes, $3 windows), taking those hours out of
+ * account_month, and parks the marks that cannot be rated ($5, why $6).
+ */
+static const char clear_sql[] =
+	"WITH gone AS (DELETE FROM rollup_queue WHERE sandbox_id = ANY ($4::text[])), "
+	"parked AS (UPDATE rollup_queue q SET waiting = p.why "
+	"  FROM unnest($5::text[], $6::text[]) p(id, why) WHERE q.sandbox_id = p.id), "
+	"old AS (DELETE FROM usage_hourly u "
+	"  USING unnest($1::text[], $2::text[], $3::bigint[]) j(a, s, w) "
+	"  WHERE u.account_id = j.a AND u.sandbox_id = j.s "
+	"  AND u.hour > " TS("j.w") " - interval '1 hour' RETURNING u.*), "
+	"agg AS (SELECT account_id, (date_trunc('month', hour AT TIME ZONE 'UTC'))::date m, "
+	"  price_plan_id, sum(cpu_measured_us) a, sum(cpu_billed_us) b, sum(busy_us) c, "
+	"  sum(idle_us) d, sum(wall_us) e, sum(memory_mgib_us) f FROM old GROUP BY 1, 2, 3) "
+	"UPDATE account_month t SET cpu_measured_us = t.cpu_measured_us - agg.a, "
+	"  cpu_billed_us = t.cpu_billed_us - agg.b, busy_us = t.busy_us - agg.c, "
+	"  idle_us = t.idle_us - agg.d, wall_us = t.wall_us - agg.e, "
+	"  memory_mgib_us = t.memory_mgib_us - agg.f "
+	"FROM agg WHERE t.account_id = agg.account_id AND t.month = agg.m "
+	"  AND t.price_plan_id = agg.price_plan_id";
+
+/* Inserts the new hours (one array per column) and adds them to account_month. */
+static const char insert_sql[] =
+	"WITH ins AS (INSERT INTO usage_hourly (account_id, sandbox_id, hour, price_plan_id, "
+	"  cpu_measured_us, cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us, updated_at) "
+	"  SELECT a, s, " TS("h") ", p, c1, c2, c3, c4, c5, c6, now() "
+	"  FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[], $5::bigint[], "
+	"    $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[]) "
+	"    v(a, s, h, p, c1, c2, c3, c4, c5, c6) RETURNING *) "
+	"INSERT INTO account_month AS t (account_id, month, price_plan_id, cpu_measured_us, "
+	"  cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us) "
+	"SELECT account_id, (date_trunc('month', hour AT TIME ZONE 'UTC'))::date, price_plan_id, "
+	"  sum(cpu_measured_us)::bigint, sum(cpu_billed_us)::bigint, sum(busy_us)::bigint, "
+	"  sum(idle_us)::bigint, sum(wall_us)::bigint, sum(memory_mgib_us)::bigint "
+	"FROM ins GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 "
+	"ON CONFLICT (account_id, month, price_plan_id) DO UPDATE SET "
+	"  cpu_measured_us = t.cpu_measured_us + EXCLUDED.cpu_measured_us, "
+	"  cpu_billed_us = t.cpu_billed_us + EXCLUDED.cpu_billed_us, "
+	"  busy_us = t.busy_us + EXCLUDED.busy_us, idle_us = t.idle_us + EXCLUDED.idle_us, "
+	"  wall_us = t.wall_us + EXCLUDED.wall_us, "
+	"  memory_mgib_us = t.memory_mgib_us + EXCLUDED.memory_mgib_us";
+
+/* clang-format on */
+
+/* Reads the sandboxes of the batch (with again, only those just registered). */
+static bool load_rows(PGconn *c, struct job *jobs, size_t n, bool again, int64_t *horizon,
+                      char *err, size_t errlen)
 {
-	const char *p[] = {j->sandbox};
-	for (int attempt = 0; attempt < 2; attempt++) {
-		PGresult *r = db_query(
-		        c,
-		        "SELECT account_id, vcpus::text, memory_gib::text, " US(
-		                "started_at") ", " US("stopped_at") " FROM sandboxes WHERE id = $1",
-		        1, p, PGRES_TUPLES_OK, "could not read a sandbox", err, errlen);
-		if (r == NULL)
-			return false;
-		if (PQntuples(r) == 1) {
-			snprintf(j->account, sizeof j->account, "%s", PQgetvalue(r, 0, 0));
-			bool ok = meter_decimal_parse(PQgetvalue(r, 0, 1), 3, false,
-			                              &j->size.vcpu_milli) == METER_OK &&
-			          meter_decimal_parse(PQgetvalue(r, 0, 2), 3, false,
-			                              &j->size.mem_mgib) == METER_OK &&
-			          get_int(r, 0, 3, &j->started) && get_int(r, 0, 4, &j->stopped);
-			PQclear(r);
-			if (!ok)
-				snprintf(err, errlen, "sandbox %s has a malformed row", j->sandbox);
-			*found = ok;
-			return ok;
+	struct arr ids = {0};
+	size_t *at = calloc(n + 1, sizeof *at), m = 0;
+	bool ok = false;
+	PGresult *r = NULL;
+	if (at == NULL)
+		goto oom;
+	for (size_t i = 0; i < n; i++)
+		if (!again || (jobs[i].fate == NOT_REGISTERED && jobs[i].found)) {
+			arr_str(&ids, jobs[i].sandbox);
+			at[m++] = i;
 		}
-		PQclear(r);
-		bool done = false;
-		if (attempt == 0 && !auto_register(c, j->sandbox, &done, err, errlen))
-			return false;
-		if (!done)
-			break;
+	const char *p[] = {arr_end(&ids)};
+	if (p[0] == NULL)
+		goto oom;
+	r = db_query(c, load_sql, 1, p, PGRES_TUPLES_OK, "could not read the sandboxes", err,
+	             errlen);
+	if (r == NULL)
+		goto out;
+	for (int row = 0; row < PQntuples(r); row++) {
+		int64_t k;
+		if (row == 0 && !again && !get_int(r, row, 6, horizon)) {
+			snprintf(err, errlen, "malformed horizon");
+			goto out;
+		}
+		if (!get_int(r, row, 0, &k) || k < 1 || (size_t)k > m) {
+			snprintf(err, errlen, "could not read the sandboxes: a row out of place");
+			goto out;
+		}
+		struct job *j = &jobs[at[k - 1]];
+		j->fate = PQgetisnull(r, row, 1) ? NOT_REGISTERED : RATE;
+		if (j->fate == NOT_REGISTERED)
+			continue;
+		snprintf(j->account, sizeof j->account, "%s", PQgetvalue(r, row, 1));
+		if (meter_decimal_parse(PQgetvalue(r, row, 2), 3, false, &j->size.vcpu_milli) !=
+		            METER_OK ||
+		    meter_decimal_parse(PQgetvalue(r, row, 3), 3, false, &j->size.mem_mgib) !=
+		            METER_OK ||
+		    !get_int(r, row, 4, &j->started) || !get_int(r, row, 5, &j->stopped))
+			cannot_rate(j, "the sandbox has a malformed row");
 	}
-	*found = false;
+	ok = true;
+	goto out;
+oom:
+	snprintf(err, errlen, "could not read the sandboxes: out of memory");
+out:
+	PQclear(r);
+	arr_free(&ids);
+	free(at);
+	return ok;
+}
+
+/*
+ * Loads the batch's sandboxes; one not registered is registered from its
+ * cgroup's limits when its path named an account (and read again), else it
+ * stays NOT_REGISTERED. *horizon: where raw samples begin.
+ */
+static bool load(PGconn *c, struct job *jobs, size_t n, int64_t *horizon, char *err, size_t errlen)
+{
+	*horizon = METER_TIME_NONE;
+	if (!load_rows(c, jobs, n, false, horizon, err, errlen))
+		return false;
+	bool any = false;
+	for (size_t i = 0; i < n; i++) {
+		bool done = false;
+		if (jobs[i].fate == NOT_REGISTERED &&
+		    !auto_register(c, jobs[i].sandbox, &done, err, errlen))
+			return false;
+		jobs[i].found = done; /* marks the ones load_rows reads again */
+		any = any || done;
+	}
+	if (any && !load_rows(c, jobs, n, true, horizon, err, errlen))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		jobs[i].found = jobs[i].fate != NOT_REGISTERED;
 	return true;
 }
 
-struct smp {
-	int64_t inc, t, cpu;
-	size_t order; /* rank of its incarnation's first appearance */
-};
+/* The window of each sandbox to rate, and where its samples are read from. */
+static void windows(struct job *jobs, size_t n, int64_t horizon)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct job *j = &jobs[i];
+		j->horizon = horizon;
+		if (j->fate != RATE)
+			continue;
+		/* Intervals ending after the start of the hour that holds from_ts. */
+		/* Everything (a new registration): from the epoch, before any sample can be. */
+		j->window = j->mark == METER_TIME_NONE || j->mark <= 0 ? 0 : meter_hour_of(j->mark);
+		/* The stop interval ends at stopped_at: its hour is re-rated too (its start moves
+		 * when samples come after it was rated). */
+		if (j->stopped != METER_TIME_NONE && meter_hour_of(j->stopped) < j->window)
+			j->window = meter_hour_of(j->stopped) > 0 ? meter_hour_of(j->stopped) : 0;
+		/* Hours before the horizon lost their raw samples: they are final as they are. */
+		if (horizon != METER_TIME_NONE && j->window < horizon) {
+			char h[METER_TIME_BUF];
+			meter_time_format(horizon, h, sizeof h);
+			if (j->mark != METER_TIME_NONE && j->mark > 0 && j->mark < horizon)
+				log_warn("rollup: sandbox %s has samples from before %s, whose raw "
+				         "data was dropped: they are not rated on their own (a "
+				         "later "
+				         "sample carries their CPU)",
+				         j->sandbox, h);
+			j->window = horizon;
+		}
+		/* Samples are read after the window's start and the ones before it seed the
+		 * series. But a sample stamped before started_at (a clock behind) counts at
+		 * started_at: when the sandbox started inside the window, such a sample may be
+		 * stamped before the window yet count in it, so it must be read, not seeded (a
+		 * seed would swallow its CPU). Such a sandbox lives wholly after the window's
+		 * start: all of its samples are read, from the horizon. */
+		j->from = j->window;
+		if (j->started != METER_TIME_NONE && j->started > j->from)
+			j->from = horizon != METER_TIME_NONE ? horizon : 0;
+	}
+}
 
 static int cmp_smp(const void *a, const void *b)
 {
@@ -152,6 +464,121 @@ static int cmp_smp(const void *a, const void *b)
 	if (x->order != y->order)
 		return x->order < y->order ? -1 : 1;
 	return x->t < y->t ? -1 : x->t > y->t;
+}
+
+/* Incarnations in the order they first appear. */
+static int cmp_inc(const void *a, const void *b)
+{
+	const struct inc *x = a, *y = b;
+	if (x->first != y->first)
+		return x->first < y->first ? -1 : 1;
+	return x->inc < y->inc ? -1 : x->inc > y->inc;
+}
+
+/* Where an incarnation stood (a time, raised to started_at, and its highest counter). */
+static bool get_seed(const PGresult *r, int row, int col, const struct job *j, int64_t inc,
+                     bool *found, struct meter_sample *out)
+{
+	*found = !PQgetisnull(r, row, col);
+	*out = (struct meter_sample){.incarnation = inc};
+	if (!*found)
+		return true;
+	if (!get_int(r, row, col, &out->t_us) || !get_int(r, row, col + 1, &out->cpu_us) ||
+	    out->cpu_us == METER_TIME_NONE)
+		return false;
+	if (j->started != METER_TIME_NONE && out->t_us < j->started)
+		out->t_us = j->started;
+	return true;
+}
+
+/* Reads the history and the window of every sandbox to rate (read_sql) into its job. */
+static bool read_samples(PGconn *c, struct job *jobs, size_t n, char *err, size_t errlen)
+{
+	struct arr ids = {0}, from = {0};
+	size_t *at = calloc(n + 1, sizeof *at), m = 0;
+	int64_t lowest = INT64_MAX, horizon = METER_TIME_NONE;
+	PGresult *r = NULL;
+	bool ok = false;
+	if (at == NULL)
+		goto oom;
+	for (size_t i = 0; i < n; i++) {
+		if (jobs[i].fate != RATE)
+			continue;
+		arr_str(&ids, jobs[i].sandbox);
+		arr_int(&from, jobs[i].from);
+		at[m++] = i;
+		if (jobs[i].from < lowest)
+			lowest = jobs[i].from;
+		horizon = jobs[i].horizon;
+	}
+	if (m == 0) {
+		ok = true;
+		goto out;
+	}
+	char low[METER_TIME_BUF], hor[METER_TIME_BUF];
+	meter_time_format(lowest, low, sizeof low);
+	if (horizon != METER_TIME_NONE)
+		meter_time_format(horizon, hor, sizeof hor);
+	else
+		snprintf(hor, sizeof hor, "-infinity");
+	const char *p[] = {arr_end(&ids), arr_end(&from), low, hor};
+	if (p[0] == NULL || p[1] == NULL)
+		goto oom;
+	r = db_query(c, read_sql, 4, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
+	if (r == NULL)
+		goto out;
+	/* Twice over the rows: count per sandbox, then fill. */
+	int rows = PQntuples(r);
+	for (int pass = 0; pass < 2; pass++) {
+		for (int row = 0; row < rows; row++) {
+			int64_t kind, k, inc;
+			if (!get_int(r, row, 0, &kind) || !get_int(r, row, 1, &k) || k < 1 ||
+			    (size_t)k > m || !get_int(r, row, 2, &inc)) {
+				snprintf(err, errlen, "could not read samples: a row out of place");
+				goto out;
+			}
+			struct job *j = &jobs[at[k - 1]];
+			if (pass == 0) {
+				kind == 0 ? j->ninc++ : j->n++;
+				continue;
+			}
+			if (j->fate != RATE)
+				continue;
+			bool good;
+			if (kind == 0) {
+				struct inc *x = &j->incs[j->ninc++];
+				x->inc = inc;
+				good = get_int(r, row, 3, &x->first) &&
+				       get_seed(r, row, 4, j, inc, &x->at_window, &x->window) &&
+				       get_seed(r, row, 6, j, inc, &x->at_end, &x->end);
+			} else {
+				struct smp *s = &jobs[at[k - 1]].s[j->n++];
+				s->inc = inc;
+				good = get_int(r, row, 3, &s->t) && get_int(r, row, 4, &s->cpu) &&
+				       s->t != METER_TIME_NONE && s->cpu != METER_TIME_NONE;
+			}
+			if (!good)
+				cannot_rate(j, "malformed samples");
+		}
+		for (size_t i = 0; pass == 0 && i < m; i++) {
+			struct job *j = &jobs[at[i]];
+			j->incs = calloc(j->ninc + 1, sizeof *j->incs);
+			j->s = calloc(j->n + 1, sizeof *j->s);
+			if (j->incs == NULL || j->s == NULL)
+				goto oom;
+			j->ninc = j->n = 0;
+		}
+	}
+	ok = true;
+	goto out;
+oom:
+	snprintf(err, errlen, "could not read samples: out of memory");
+out:
+	PQclear(r);
+	arr_free(&ids);
+	arr_free(&from);
+	free(at);
+	return ok;
 }
 
 /* Rates one span with the plan in force at its end into j->b. */
@@ -168,117 +595,26 @@ static enum meter_status rate_span(struct job *j, const struct meter_span *sp)
 }
 
 /*
- * Where one incarnation stood at w (NULL: at its end): the time of its last
- * sample and its highest counter (meter_series_resume); *found false when it
- * has no sample there.
- */
-static bool last_before(PGconn *c, struct job *j, int64_t inc, const char *w,
-                        struct meter_sample *out, bool *found, char *err, size_t errlen)
-{
-	char incs[24], after[METER_TIME_BUF], upto[METER_TIME_BUF], sql[1024];
-	snprintf(incs, sizeof incs, "%lld", (long long)inc);
-	/* Raw samples after the horizon (late ones before it are never rated), and
-	 * what dropped partitions knew (sample_seeds). Times go as timestamptz
-	 * constants, so the planner prunes partitions (a computed time would make it
-	 * plan for every partition). */
-	const char *p[4] = {j->sandbox, incs};
-	int n = 2;
-	char cond[128] = "";
-	if (j->horizon != METER_TIME_NONE) {
-		meter_time_format(j->horizon, after, sizeof after);
-		p[n++] = after;
-		snprintf(cond, sizeof cond, " AND ts > $%d::timestamptz", n);
-	}
-	if (w) {
-		int64_t wu = strtoll(w, NULL, 10);
-		meter_time_format(wu, upto, sizeof upto);
-		p[n++] = upto;
-		size_t k = strlen(cond);
-		snprintf(cond + k, sizeof cond - k, " AND ts <= $%d::timestamptz", n);
-	}
-	snprintf(sql, sizeof sql,
-	         "SELECT " US("max(t)") ", max(cpu) FROM (SELECT max(ts) AS t, max(cpu_usage_us) "
-	                                "AS cpu FROM samples WHERE sandbox_id = $1 AND "
-	                                "incarnation = $2%s UNION ALL SELECT last_ts, "
-	                                "max_cpu_usage_us FROM sample_seeds WHERE sandbox_id = $1 "
-	                                "AND incarnation = $2) x",
-	         cond);
-	PGresult *r =
-	        db_query(c, sql, n, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
-	if (r == NULL)
-		return false;
-	*found = PQntuples(r) == 1 && !PQgetisnull(r, 0, 0);
-	bool ok = true;
-	if (*found) {
-		*out = (struct meter_sample){.incarnation = inc};
-		ok = get_int(r, 0, 0, &out->t_us) && get_int(r, 0, 1, &out->cpu_us);
-		if (!ok)
-			snprintf(err, errlen, "sandbox %s: malformed samples", j->sandbox);
-		if (j->started != METER_TIME_NONE && out->t_us < j->started)
-			out->t_us = j->started;
-	}
-	PQclear(r);
-	return ok;
-}
-
-/*
  * Rates the window of one sandbox into j->b, as meter_rate_sandbox would
  * rate all its samples: incarnations in the order they first appear in the
- * sandbox's whole history, each seeded with its last sample before the
+ * sandbox's whole history, each seeded with where it stood before the
  * window, then the stop after the last sample of the last incarnation.
+ * False (the job parked with the reason) when a rule refuses it.
  */
-static bool rate(PGconn *c, struct job *j, char *err, size_t errlen)
+static bool rate(struct job *j)
 {
-	/* Samples are read after the window's start and the ones before it seed the
-	 * series. But a sample stamped before started_at (a clock behind) counts at
-	 * started_at: when the sandbox started inside the window, such a sample may be
-	 * stamped before the window yet count in it, so it must be read, not seeded (a
-	 * seed would swallow its CPU). Such a sandbox lives wholly after the window's
-	 * start: all of its samples are read, from the horizon. */
-	int64_t from = j->window;
-	if (j->started != METER_TIME_NONE && j->started > from)
-		from = j->horizon != METER_TIME_NONE ? j->horizon : 0;
-	char w[24], wt[METER_TIME_BUF];
-	snprintf(w, sizeof w, "%lld", (long long)from);
-	meter_time_format(from, wt, sizeof wt);
-	/* the window's start as a timestamptz constant: partitions before it are pruned */
-	const char *p[] = {j->sandbox, wt};
-	PGresult *order = NULL, *win = NULL;
-	struct smp *s = NULL;
-	int64_t *incs = NULL;
+	size_t n = j->n, ninc = j->ninc;
+	struct smp *s = j->s;
 	enum meter_status st = METER_OK;
-	bool ok = false;
-	/* Incarnations in the order they first appear, dropped partitions included. */
-	order = db_query(c,
-	                 "SELECT incarnation FROM (SELECT incarnation, min(ts) AS f FROM samples "
-	                 "WHERE sandbox_id = $1 GROUP BY incarnation UNION ALL SELECT "
-	                 "incarnation, first_ts FROM sample_seeds WHERE sandbox_id = $1) x "
-	                 "GROUP BY incarnation ORDER BY min(f), incarnation",
-	                 1, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
-	win = order ? db_query(c,
-	                       "SELECT incarnation, " US(
-	                               "ts") ", cpu_usage_us FROM samples "
-	                                     "WHERE sandbox_id = $1 AND ts > $2::timestamptz "
-	                                     "ORDER BY ts, incarnation",
-	                       2, p, PGRES_TUPLES_OK, "could not read samples", err, errlen)
-	            : NULL;
-	if (win == NULL)
-		goto out;
-	size_t ninc = (size_t)PQntuples(order), n = (size_t)PQntuples(win);
-	incs = calloc(ninc + 1, sizeof *incs);
-	s = calloc(n + 1, sizeof *s);
-	if (incs == NULL || s == NULL)
-		goto bad;
-	for (size_t k = 0; k < ninc; k++)
-		if (!get_int(order, (int)k, 0, &incs[k]))
-			goto bad;
+	qsort(j->incs, ninc, sizeof *j->incs, cmp_inc);
 	for (size_t i = 0; i < n; i++) {
-		if (!get_int(win, (int)i, 0, &s[i].inc) || !get_int(win, (int)i, 1, &s[i].t) ||
-		    !get_int(win, (int)i, 2, &s[i].cpu))
-			goto bad;
 		size_t k = 0;
-		while (k < ninc && incs[k] != s[i].inc)
+		while (k < ninc && j->incs[k].inc != s[i].inc)
 			k++;
+		if (k == ninc) {
+			cannot_rate(j, "malformed samples");
+			return false;
+		}
 		s[i].order = k;
 	}
 	qsort(s, n, sizeof *s, cmp_smp);
@@ -288,12 +624,9 @@ static bool rate(PGconn *c, struct job *j, char *err, size_t errlen)
 	meter_series_init(&ser);
 	for (size_t i = 0; i < n; i++) {
 		if (i == 0 || s[i].inc != s[i - 1].inc) {
-			struct meter_sample seed;
-			bool found;
-			if (!last_before(c, j, s[i].inc, w, &seed, &found, err, errlen))
-				goto out;
-			if (found)
-				meter_series_resume(&ser, &seed);
+			const struct inc *x = &j->incs[s[i].order];
+			if (x->at_window)
+				meter_series_resume(&ser, &x->window);
 			else if (s[i].order > 0)
 				meter_series_after_other(&ser);
 			else
@@ -308,233 +641,202 @@ static bool rate(PGconn *c, struct job *j, char *err, size_t errlen)
 			goto rule;
 	}
 	/* The stop follows the last sample of the last incarnation, wherever that is. */
-	if (ninc > 0 && (n == 0 || s[n - 1].inc != incs[ninc - 1])) {
-		struct meter_sample last;
-		bool found;
-		if (!last_before(c, j, incs[ninc - 1], NULL, &last, &found, err, errlen))
-			goto out;
-		if (found)
-			meter_series_resume(&ser, &last);
-	}
+	if (ninc > 0 && (n == 0 || s[n - 1].inc != j->incs[ninc - 1].inc) &&
+	    j->incs[ninc - 1].at_end)
+		meter_series_resume(&ser, &j->incs[ninc - 1].end);
 	st = meter_series_close(&ser, j->started, j->stopped, &sp);
 	if (st == METER_OK && (st = rate_span(j, &sp)) != METER_OK)
 		goto rule;
+	return true;
+rule:
+	cannot_rate(j, meter_strerror(st));
+	return false;
+}
+
+/*
+ * Stores the batch: the rated sandboxes' hours replaced from their windows
+ * on, account_month kept in step, their marks removed; the others parked.
+ */
+static bool store(PGconn *c, struct job *jobs, size_t n, char *err, size_t errlen)
+{
+	struct arr a[10] = {{0}}, gone = {0}, park = {0}, why = {0};
+	PGresult *r = NULL;
+	bool ok = false;
+	size_t rows = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct job *j = &jobs[i];
+		if (j->fate != RATE) {
+			arr_str(&park, j->sandbox);
+			arr_str(&why, j->fate == NOT_REGISTERED ? "not registered" : j->why);
+			continue;
+		}
+		arr_str(&gone, j->sandbox);
+		arr_str(&a[0], j->account);
+		arr_str(&a[1], j->sandbox);
+		arr_int(&a[2], j->window);
+	}
+	const char *p[10] = {arr_end(&a[0]), arr_end(&a[1]), arr_end(&a[2]),
+	                     arr_end(&gone), arr_end(&park), arr_end(&why)};
+	for (int k = 0; k < 6; k++)
+		if (p[k] == NULL)
+			goto oom;
+	r = db_query(c, clear_sql, 6, p, PGRES_COMMAND_OK, "could not replace hourly usage", err,
+	             errlen);
+	if (r == NULL)
+		goto out;
+	PQclear(r);
+	r = NULL;
+	for (int k = 0; k < 3; k++)
+		arr_free(&a[k]);
+	for (size_t i = 0; i < n; i++) {
+		const struct job *j = &jobs[i];
+		for (size_t k = 0; j->fate == RATE && k < j->nb; k++) {
+			const struct bucket *b = &j->b[k];
+			arr_str(&a[0], j->account);
+			arr_str(&a[1], j->sandbox);
+			arr_int(&a[2], b->hour);
+			arr_int(&a[3], b->plan);
+			arr_int(&a[4], b->u.cpu_measured_us);
+			arr_int(&a[5], b->u.cpu_billed_us);
+			arr_int(&a[6], b->u.busy_us);
+			arr_int(&a[7], b->u.idle_us);
+			arr_int(&a[8], b->u.wall_us);
+			arr_int(&a[9], b->u.mem_mgib_us);
+			rows++;
+		}
+	}
+	if (rows > 0) {
+		for (int k = 0; k < 10; k++)
+			if ((p[k] = arr_end(&a[k])) == NULL)
+				goto oom;
+		r = db_query(c, insert_sql, 10, p, PGRES_COMMAND_OK, "could not store hourly usage",
+		             err, errlen);
+		if (r == NULL)
+			goto out;
+	}
 	ok = true;
 	goto out;
-rule:
-	snprintf(err, errlen, "%s", meter_strerror(st));
-	goto out;
-bad:
-	snprintf(err, errlen, "malformed samples or out of memory");
+oom:
+	snprintf(err, errlen, "could not store hourly usage: out of memory");
 out:
-	free(s);
-	free(incs);
-	PQclear(order);
-	PQclear(win);
+	PQclear(r);
+	for (int k = 0; k < 10; k++)
+		arr_free(&a[k]);
+	arr_free(&gone);
+	arr_free(&park);
+	arr_free(&why);
 	return ok;
 }
 
-/* Replaces the sandbox's hours from the window on, keeping account_month in step. */
-static bool store(PGconn *c, struct job *j, char *err, size_t errlen)
+/*
+ * Takes up to max marked sandboxes and rates them in one transaction.
+ * Returns how many marks it took (rated or parked), 0 when there was none,
+ * -1 with err when the database failed, -2 when a batch of more than one
+ * failed on a statement (rolled back: take them one at a time).
+ */
+static int take(PGconn *c, const struct meter_plan *plans, size_t nplans, int max, char *err,
+                size_t errlen)
 {
-	char w[24];
-	snprintf(w, sizeof w, "%lld", (long long)j->window);
-	const char *p[] = {j->account, j->sandbox, w};
-	PGresult *r = db_query(
-	        c,
-	        "WITH old AS (DELETE FROM usage_hourly WHERE account_id = $1 AND sandbox_id = $2 "
-	        "  AND hour > " TS(
-	                "$3") " - interval '1 hour' RETURNING *), "
-	                      "agg AS (SELECT account_id, (date_trunc('month', hour AT TIME ZONE "
-	                      "'UTC'))::date m, "
-	                      "  price_plan_id, sum(cpu_measured_us) a, sum(cpu_billed_us) b, "
-	                      "sum(busy_us) c, "
-	                      "  sum(idle_us) d, sum(wall_us) e, sum(memory_mgib_us) f FROM old "
-	                      "GROUP BY 1, 2, 3) "
-	                      "UPDATE account_month t SET cpu_measured_us = t.cpu_measured_us - "
-	                      "agg.a, "
-	                      "  cpu_billed_us = t.cpu_billed_us - agg.b, busy_us = t.busy_us - "
-	                      "agg.c, "
-	                      "  idle_us = t.idle_us - agg.d, wall_us = t.wall_us - agg.e, "
-	                      "  memory_mgib_us = t.memory_mgib_us - agg.f "
-	                      "FROM agg WHERE t.account_id = agg.account_id AND t.month = agg.m "
-	                      "  AND t.price_plan_id = agg.price_plan_id",
-	        3, p, PGRES_COMMAND_OK, "could not replace hourly usage", err, errlen);
-	if (r == NULL)
-		return false;
-	PQclear(r);
-	for (size_t i = 0; i < j->nb; i++) {
-		const struct bucket *b = &j->b[i];
-		char v[8][24];
-		snprintf(v[0], 24, "%lld", (long long)b->hour);
-		snprintf(v[1], 24, "%lld", (long long)b->plan);
-		snprintf(v[2], 24, "%lld", (long long)b->u.cpu_measured_us);
-		snprintf(v[3], 24, "%lld", (long long)b->u.cpu_billed_us);
-		snprintf(v[4], 24, "%lld", (long long)b->u.busy_us);
-		snprintf(v[5], 24, "%lld", (long long)b->u.idle_us);
-		snprintf(v[6], 24, "%lld", (long long)b->u.wall_us);
-		snprintf(v[7], 24, "%lld", (long long)b->u.mem_mgib_us);
-		const char *q[] = {j->account, j->sandbox, v[0], v[1], v[2],
-		                   v[3],       v[4],       v[5], v[6], v[7]};
-		r = db_query(
-		        c,
-		        "WITH ins AS (INSERT INTO usage_hourly (account_id, sandbox_id, hour, "
-		        "  price_plan_id, cpu_measured_us, cpu_billed_us, busy_us, idle_us, "
-		        "wall_us, "
-		        "  memory_mgib_us, updated_at) VALUES ($1, $2, " TS(
-		                "$3") ", $4, $5, $6, $7, "
-		                      "  $8, $9, $10, now()) RETURNING *) "
-		                      "INSERT INTO account_month AS t (account_id, month, "
-		                      "price_plan_id, "
-		                      "  cpu_measured_us, cpu_billed_us, busy_us, idle_us, "
-		                      "wall_us, memory_mgib_us) "
-		                      "SELECT account_id, (date_trunc('month', hour AT TIME ZONE "
-		                      "'UTC'))::date, "
-		                      "  price_plan_id, cpu_measured_us, cpu_billed_us, busy_us, "
-		                      "idle_us, wall_us, "
-		                      "  memory_mgib_us FROM ins "
-		                      "ON CONFLICT (account_id, month, price_plan_id) DO UPDATE "
-		                      "SET "
-		                      "  cpu_measured_us = t.cpu_measured_us + "
-		                      "EXCLUDED.cpu_measured_us, "
-		                      "  cpu_billed_us = t.cpu_billed_us + EXCLUDED.cpu_billed_us, "
-		                      "  busy_us = t.busy_us + EXCLUDED.busy_us, idle_us = "
-		                      "t.idle_us + EXCLUDED.idle_us, "
-		                      "  wall_us = t.wall_us + EXCLUDED.wall_us, "
-		                      "  memory_mgib_us = t.memory_mgib_us + "
-		                      "EXCLUDED.memory_mgib_us",
-		        10, q, PGRES_COMMAND_OK, "could not store hourly usage", err, errlen);
-		if (r == NULL)
-			return false;
-		PQclear(r);
-	}
-	return true;
-}
-
-/* Takes one marked sandbox and rates it; 1 done, 0 nothing to take, -1 failed. */
-/* Where raw samples begin (meter_drop_sample_partitions moves it). */
-static bool read_horizon(PGconn *c, struct job *j, char *err, size_t errlen)
-{
-	/* Shared with other rollups, exclusive to meter_drop_sample_partitions
-	 * (migrations/0010): the horizon cannot move until this job commits. Its own
-	 * statement, so the read below has a snapshot taken after the lock. */
-	PGresult *r =
-	        db_query(c, "SELECT pg_advisory_xact_lock_shared(hashtext('meter_sample_horizon'))",
-	                 0, NULL, PGRES_TUPLES_OK, "could not lock the horizon", err, errlen);
-	if (r == NULL)
-		return false;
-	PQclear(r);
-	r = db_query(c,
-	             "SELECT CASE WHEN raw_from = '-infinity' THEN NULL ELSE " US(
-	                     "raw_from") " END FROM sample_horizon",
-	             0, NULL, PGRES_TUPLES_OK, "could not read the horizon", err, errlen);
-	if (r == NULL)
-		return false;
-	j->horizon = METER_TIME_NONE;
-	bool ok = true;
-	if (PQntuples(r) == 1 && !PQgetisnull(r, 0, 0))
-		ok = get_int(r, 0, 0, &j->horizon);
-	PQclear(r);
-	if (!ok)
-		snprintf(err, errlen, "malformed horizon");
-	return ok;
-}
-
-static int one(PGconn *c, const struct meter_plan *plans, size_t nplans, char *err, size_t errlen)
-{
-	struct job j = {.plans = plans, .nplans = nplans};
+	struct job *jobs = NULL;
+	size_t n = 0;
 	int result = -1;
+	bool may_park = false; /* a failure from here on parks a lone sandbox */
 	PGresult *r =
 	        db_query(c, "BEGIN", 0, NULL, PGRES_COMMAND_OK, "could not begin", err, errlen);
 	if (r == NULL)
 		return -1;
 	PQclear(r);
-	r = db_query(
-	        c,
-	        "SELECT sandbox_id, CASE WHEN from_ts = '-infinity' THEN NULL ELSE " US(
-	                "from_ts") " END "
-	                           "FROM rollup_queue WHERE waiting IS NULL ORDER BY queued_at "
-	                           "LIMIT 1 FOR UPDATE SKIP LOCKED",
-	        0, NULL, PGRES_TUPLES_OK, "could not read the queue", err, errlen);
+	char lim[16];
+	snprintf(lim, sizeof lim, "%d", max);
+	const char *lp[] = {lim};
+	r = db_query(c, take_sql, 1, lp, PGRES_TUPLES_OK, "could not read the queue", err, errlen);
 	if (r == NULL)
 		goto out;
-	if (PQntuples(r) == 0) {
+	n = (size_t)PQntuples(r);
+	if (n == 0) {
 		result = 0;
 		goto out;
 	}
-	snprintf(j.sandbox, sizeof j.sandbox, "%s", PQgetvalue(r, 0, 0));
-	int64_t from;
-	if (!get_int(r, 0, 1, &from)) {
-		snprintf(err, errlen, "malformed queue row");
+	jobs = calloc(n, sizeof *jobs);
+	if (jobs == NULL) {
+		snprintf(err, errlen, "could not take marks: out of memory");
 		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct job *j = &jobs[i];
+		*j = (struct job){.plans = plans, .nplans = nplans};
+		snprintf(j->sandbox, sizeof j->sandbox, "%s", PQgetvalue(r, (int)i, 0));
+		if (!get_int(r, (int)i, 1, &j->mark)) {
+			snprintf(err, errlen, "malformed queue row");
+			goto out;
+		}
 	}
 	PQclear(r);
-	r = NULL;
-	/* Intervals ending after the start of the hour that holds from_ts. */
-	/* Everything (a new registration): from the epoch, before any sample can be. */
-	j.window = from == METER_TIME_NONE || from <= 0 ? 0 : meter_hour_of(from);
-	if (!read_horizon(c, &j, err, errlen))
-		goto out;
-	bool found = false;
-	if (!load_sandbox(c, &j, &found, err, errlen))
-		goto out;
-	/* The stop interval ends at stopped_at: its hour is re-rated too (its start moves
-	 * when samples come after it was rated). */
-	if (found && j.stopped != METER_TIME_NONE && meter_hour_of(j.stopped) < j.window)
-		j.window = meter_hour_of(j.stopped) > 0 ? meter_hour_of(j.stopped) : 0;
-	/* Hours before the horizon lost their raw samples: they are final as they are. */
-	if (j.horizon != METER_TIME_NONE && j.window < j.horizon) {
-		char h[METER_TIME_BUF];
-		meter_time_format(j.horizon, h, sizeof h);
-		if (from != METER_TIME_NONE && from > 0 && from < j.horizon)
-			log_warn(
-			        "rollup: sandbox %s has samples from before %s, whose raw data was "
-			        "dropped: they are not rated on their own (a later sample carries "
-			        "their CPU)",
-			        j.sandbox, h);
-		j.window = j.horizon;
-	}
-	const char *p[] = {j.sandbox};
-	if (!found) {
-		r = db_query(
-		        c,
-		        "UPDATE rollup_queue SET waiting = 'not registered' WHERE sandbox_id = $1",
-		        1, p, PGRES_COMMAND_OK, "could not park a mark", err, errlen);
-	} else if (rate(c, &j, err, errlen) && store(c, &j, err, errlen)) {
-		r = db_query(c, "DELETE FROM rollup_queue WHERE sandbox_id = $1", 1, p,
-		             PGRES_COMMAND_OK, "could not clear a mark", err, errlen);
-	} else if (PQstatus(c) == CONNECTION_OK) {
-		/* This sandbox cannot be rated (samples before any price plan, say): park its
-		 * mark with the reason, so the others go on; new samples wake it again. */
-		char why[600];
-		snprintf(why, sizeof why, "cannot rate: %s", err);
-		log_warn("rollup: sandbox %s %s", j.sandbox, err);
-		PQclear(PQexec(c, "ROLLBACK"));
-		const char *q[] = {j.sandbox, why};
-		r = db_query(c, "UPDATE rollup_queue SET waiting = $2 WHERE sandbox_id = $1", 2, q,
-		             PGRES_COMMAND_OK, "could not park a mark", err, errlen);
-	}
+	r = db_query(c, lock_sql, 0, NULL, PGRES_TUPLES_OK, "could not lock the horizon", err,
+	             errlen);
 	if (r == NULL)
 		goto out;
 	PQclear(r);
+	r = NULL;
+	int64_t horizon;
+	if (!load(c, jobs, n, &horizon, err, errlen))
+		goto failed;
+	may_park = true;
+	windows(jobs, n, horizon);
+	if (!read_samples(c, jobs, n, err, errlen))
+		goto failed;
+	for (size_t i = 0; i < n; i++)
+		if (jobs[i].fate == RATE)
+			rate(&jobs[i]);
+	if (!store(c, jobs, n, err, errlen))
+		goto failed;
 	r = db_query(c, "COMMIT", 0, NULL, PGRES_COMMAND_OK, "could not commit", err, errlen);
-	if (r)
-		result = 1;
-	/* Limits after the commit, on their own: a failure here is logged and never holds
-	 * the rating back (the next rating of the account checks again). */
-	if (r && found) {
+	if (r == NULL)
+		goto out;
+	result = (int)n;
+	/* Limits after the commit, once per account, on their own: a failure here is logged
+	 * and never holds the rating back (the next rating of the account checks again). */
+	for (size_t i = 0; i < n; i++) {
+		bool seen = !jobs[i].found;
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = jobs[k].found && strcmp(jobs[k].account, jobs[i].account) == 0;
+		if (seen)
+			continue;
 		char lerr[512];
-		if (!limits_check_usage(c, j.account, now_realtime_us(), plans, nplans, lerr,
+		if (!limits_check_usage(c, jobs[i].account, now_realtime_us(), plans, nplans, lerr,
 		                        sizeof lerr))
-			log_warn("rollup: could not check the limits of account %s: %s", j.account,
-			         lerr);
+			log_warn("rollup: could not check the limits of account %s: %s",
+			         jobs[i].account, lerr);
 		if (PQtransactionStatus(c) != PQTRANS_IDLE)
 			PQclear(PQexec(c, "ROLLBACK"));
 	}
+	goto out;
+failed:
+	if (PQstatus(c) != CONNECTION_OK)
+		goto out;
+	PQclear(PQexec(c, "ROLLBACK"));
+	if (n > 1) {
+		log_warn("rollup: a batch of %zu sandboxes failed (%s); taking them one at a time",
+		         n, err);
+		result = -2;
+	} else if (may_park) {
+		/* This sandbox cannot be rated or stored: park its mark with the reason, so the
+		 * others go on; new samples wake it again. */
+		char why[600];
+		snprintf(why, sizeof why, "cannot rate: %s", err);
+		log_warn("rollup: sandbox %s %s", jobs[0].sandbox, err);
+		const char *q[] = {jobs[0].sandbox, why};
+		r = db_query(c, "UPDATE rollup_queue SET waiting = $2 WHERE sandbox_id = $1", 2, q,
+		             PGRES_COMMAND_OK, "could not park a mark", err, errlen);
+		if (r)
+			result = 1;
+	}
 out:
 	PQclear(r);
-	free(j.b);
-	if (result != 1 && PQtransactionStatus(c) != PQTRANS_IDLE)
+	for (size_t i = 0; jobs && i < n; i++)
+		job_free(&jobs[i]);
+	free(jobs);
+	if (PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) != PQTRANS_IDLE)
 		PQclear(PQexec(c, "ROLLBACK"));
 	return result;
 }
@@ -543,17 +845,22 @@ int rollup_pass(PGconn *c, char *err, size_t errlen)
 {
 	struct meter_plan *plans = NULL;
 	size_t nplans = 0;
-	int done = 0, rc;
-	/* Plans are read again for every sandbox: a pass may be long, and a plan added
+	int done = 0, rc, alone = 0;
+	/* Plans are read again for every batch: a pass may be long, and a plan added
 	 * meanwhile must be known before usage under it is priced. */
 	do {
 		free(plans);
 		plans = NULL;
 		if (!plans_load(c, &plans, &nplans, err, errlen))
 			return -1;
-		rc = one(c, plans, nplans, err, errlen);
-		done += rc == 1;
-	} while (rc == 1);
+		rc = take(c, plans, nplans, alone > 0 ? 1 : BATCH, err, errlen);
+		if (rc == -2)
+			alone = BATCH; /* the failed batch's marks, one per transaction */
+		else if (rc > 0) {
+			done += rc;
+			alone -= alone > 0;
+		}
+	} while (rc > 0 || rc == -2);
 	free(plans);
 	return rc < 0 ? -1 : done;
 }
