@@ -64,11 +64,13 @@ static const char *const sql[Q_COUNT] = {
                             "$3") " "
                                   "GROUP BY sandbox_id, price_plan_id ORDER BY sandbox_id, "
                                   "price_plan_id",
+        /* From the queue's oldest ready marks, each sandbox looked up by its key, to
+         * the first of this account's: never the account's whole list of sandboxes
+         * (there is no index on sandboxes.account_id for stopped ones). */
         [Q_DATA_AS_OF] = "SELECT " US(
-                "coalesce(min(q.queued_at), now())") " FROM rollup_queue q "
-                                                     "JOIN sandboxes s ON s.id = q.sandbox_id "
-                                                     "WHERE s.account_id = $1 AND q.waiting IS "
-                                                     "NULL",
+                "coalesce((SELECT q.queued_at FROM rollup_queue q JOIN sandboxes s ON s.id = "
+                "q.sandbox_id WHERE q.waiting IS NULL AND s.account_id = $1 ORDER BY "
+                "q.queued_at LIMIT 1), now())"),
         [Q_SANDBOX_HOURS] = "SELECT " US(
                 "hour") ", price_plan_id, " SUMS " FROM usage_hourly "
                         "WHERE account_id = $1 AND sandbox_id = $2 AND hour >= " TS(

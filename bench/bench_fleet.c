@@ -254,17 +254,13 @@ static const struct hot {
          false},
         {"common/invoicedb.c stored invoice", "SELECT body_json", true},
         {"common/limits.c limits_check_usage", "a.monthly_spend_cap::text, (SELECT coalesce", true},
-        {"api/rollup.c queue", "FROM rollup_queue WHERE waiting IS NULL ORDER BY", true},
+        {"api/rollup.c take marks", "FROM rollup_queue WHERE waiting IS NULL ORDER BY", true},
         {"api/rollup.c auto_register (samples)", "SELECT s.sandbox_id, s.account_id", true},
-        {"api/rollup.c load_sandbox", "SELECT account_id, vcpus::text", true},
-        {"api/rollup.c incarnations (samples)", "SELECT incarnation FROM (SELECT incarnation",
-         true},
-        {"api/rollup.c window (samples)", "SELECT incarnation, (extract(epoch FROM ts)", true},
-        {"api/rollup.c last_before (samples)", "AS cpu FROM samples WHERE sandbox_id = $1", true},
-        {"api/rollup.c store: old hours", "WITH old AS (DELETE FROM usage_hourly", true},
-        {"api/rollup.c store: new hours", "WITH ins AS (INSERT INTO usage_hourly", true},
-        {"api/rollup.c horizon", "FROM sample_horizon", true},
-        {"api/rollup.c clear mark", "DELETE FROM rollup_queue WHERE sandbox_id", true},
+        {"api/rollup.c load sandboxes, horizon", "LEFT JOIN sandboxes s ON s.id = j.id", true},
+        {"api/rollup.c read: seeds and window (samples)", "CROSS JOIN LATERAL", true},
+        {"api/rollup.c clear: marks, old hours", "WITH gone AS (DELETE FROM rollup_queue", true},
+        {"api/rollup.c insert: new hours", "WITH ins AS (INSERT INTO usage_hourly", true},
+        {"api/rollup.c park a mark", "UPDATE rollup_queue SET waiting", false},
 };
 #define NHOT (sizeof hot / sizeof hot[0])
 
