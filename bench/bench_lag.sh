@@ -60,12 +60,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-bash "$here/scripts/pg.sh" start >/dev/null
-url="postgresql:///meter?host=$work/pg/run&user=meter"
-export DATABASE_URL=$url
+. "$here/bench/own_cluster.sh"
+own_cluster_up
 sql() { psql -X -q -v ON_ERROR_STOP=1 -tA -d "$url" "$@"; }
-"$build/meter" migrate >/dev/null
-key=$("$build/meter" key create --admin | grep -o 'mk_[0-9a-f]*' | head -n 1)
 sql >/dev/null <<SQL
 INSERT INTO accounts (id, name, plan) VALUES ('lag', 'Lag', 'paid');
 INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at)

@@ -74,11 +74,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-bash "$here/scripts/pg.sh" start >/dev/null
-url="postgresql:///meter?host=$work/pg/run&user=meter"
-export DATABASE_URL=$url
-"$build/meter" migrate >/dev/null
-key=$("$build/meter" key create --admin | grep -o 'mk_[0-9a-f]*' | head -n 1)
+. "$here/bench/own_cluster.sh"
+own_cluster_up
 psql -X -q -d "$url" >/dev/null <<SQL
 INSERT INTO accounts (id, name, plan) VALUES ('soak', 'Soak', 'paid');
 INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at)

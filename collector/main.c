@@ -114,6 +114,15 @@ int main(int argc, char **argv)
 	char err[1024], host[256];
 	struct collector c;
 
+	/* Blocked first: a SIGTERM while starting up (a slow start on a busy host, a
+	 * stop right after a start) waits for the signalfd below and ends the
+	 * collector cleanly after one round, instead of killing it half set up. */
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+
 	int rc = opts_daemon("meter-collector", usage, opts, O_N, O_LOG, argc, argv, v);
 	if (rc)
 		return rc;
@@ -143,11 +152,6 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	sigset_t mask;
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);

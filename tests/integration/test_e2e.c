@@ -61,6 +61,7 @@ struct fx {
 	bool mounted;
 	struct api_proc api;
 	pid_t collector;
+	int starts;       /* collectors started: each logs one "watching ..." line */
 	const char *skew; /* FAKETIME for the next collector started, or NULL */
 	char skewbuf[16];
 	char admin[KEY_LEN + 1];
@@ -205,6 +206,8 @@ static pid_t workload(struct fx *f, int i, int busy_ms, int idle_ms)
 
 /* ---- processes ---- */
 
+static char *slurp(const char *path);
+
 static void start_collector(struct fx *f)
 {
 	char extra[64] = "";
@@ -232,6 +235,20 @@ static void start_collector(struct fx *f)
 		_exit(127);
 	}
 	f->collector = pid;
+	/* Until it has set up ("watching ..."): a stop before that, on a host busy with
+	 * other tests, would find a process not yet able to end cleanly. */
+	f->starts++;
+	for (int i = 0; i < 300; i++) {
+		char *log = slurp(f->log);
+		int n = 0;
+		for (const char *p = log; (p = strstr(p, "watching ")) != NULL; p++)
+			n++;
+		free(log);
+		if (n >= f->starts)
+			return;
+		sleep_ms(100);
+	}
+	fail_msg("the collector did not start watching in 30 s");
 }
 
 static int stop_collector(struct fx *f, int sig)
@@ -241,6 +258,18 @@ static int stop_collector(struct fx *f, int sig)
 	waitpid(f->collector, &st, 0);
 	f->collector = 0;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* SIGTERM, and an exit status of 0; else the failure, with the collector's log. */
+static void stop_cleanly(struct fx *f)
+{
+	int st = stop_collector(f, SIGTERM);
+	if (st != 0) {
+		char *log = slurp(f->log);
+		fprintf(stderr, "collector log:\n%s\n", log);
+		free(log);
+		fail_msg("the collector did not stop cleanly: exit status %d", st);
+	}
 }
 
 static void kill_api(struct fx *f)
@@ -456,8 +485,7 @@ static void fault_begin(struct fx *f)
 		kill_api(f);
 		break;
 	case F_SKEW:
-		if (stop_collector(f, SIGTERM) != 0)
-			fail_msg("the collector did not stop cleanly");
+		stop_cleanly(f);
 		/* Far enough behind that its samples are stamped in the hour before the
 		 * sandboxes started: they count at started_at, inside the hour that later
 		 * samples re-rate (a rollup once took them as seeds and lost their CPU;
@@ -492,8 +520,7 @@ static void fault_end(struct fx *f)
 			fail_msg("meter-api did not start again");
 		break;
 	case F_SKEW:
-		if (stop_collector(f, SIGTERM) != 0)
-			fail_msg("the collector did not stop cleanly");
+		stop_cleanly(f);
 		f->skew = NULL;
 		start_collector(f);
 		break;
