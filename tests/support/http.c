@@ -133,6 +133,7 @@ bool api_start(struct api_proc *a, const char *bin, const char *url, const char 
 		}
 		kill(a->pid, SIGKILL);
 		waitpid(a->pid, NULL, 0);
+		unlink(a->log); /* this attempt's log: the next one has its own */
 	}
 	a->pid = 0;
 	return false;
