@@ -1,5 +1,6 @@
 #include "api/pool.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -77,6 +78,10 @@ static PGconn *open_conn(struct pool *p, char *err, size_t errlen)
  */
 static bool still_open(PGconn *c)
 {
+	/* Nothing to read, the usual case: one poll, no read. */
+	struct pollfd p = {.fd = PQsocket(c), .events = POLLIN};
+	if (PQstatus(c) == CONNECTION_OK && poll(&p, 1, 0) == 0)
+		return true;
 	for (int i = 0; i < 3; i++)
 		if (PQconsumeInput(c) == 0)
 			return false;

@@ -97,7 +97,8 @@ static void set_state(struct replica *rp, enum replica_state state, int64_t lag_
 		         detail);
 }
 
-/* Checks the replica on c (NULL: it could not be reached, err says why). */
+/* Checks the replica on c (NULL: it could not be reached, err says why); the caller
+ * set rp->checking. */
 static void check(struct replica *rp, PGconn *c, const char *err)
 {
 	enum replica_state state;
@@ -148,9 +149,20 @@ PGconn *replica_take(struct replica *rp)
 	bool unreachable;
 	PGconn *c = pool_take_ex(rp->pool, 200, &unreachable, err, sizeof err);
 	if (c == NULL) {
-		/* A full pool says nothing of the replica: this request reads the primary. */
-		if (unreachable || due)
-			check(rp, NULL, unreachable ? err : "no connection free to check it");
+		if (unreachable && due) {
+			check(rp, NULL, err);
+		} else if (unreachable) {
+			/* Gone since its last check: no request tries it again before the next. */
+			pthread_mutex_lock(&rp->mu);
+			set_state(rp, REPLICA_DOWN, -1, err);
+			rp->next_check_ns = mono_ns() + CHECK_EVERY_NS;
+			pthread_mutex_unlock(&rp->mu);
+		} else if (due) {
+			/* A full pool says nothing of the replica: check it on a later request. */
+			pthread_mutex_lock(&rp->mu);
+			rp->checking = false;
+			pthread_mutex_unlock(&rp->mu);
+		}
 		return NULL;
 	}
 	if (due)
