@@ -57,6 +57,18 @@ static int open_in(const char *dir, const char *rel, const char *name)
 	return open(path, O_RDONLY | O_CLOEXEC);
 }
 
+/*
+ * Opens an optional file into *fd: -1 when the host lacks it (ENOENT). Any
+ * other failure (EMFILE at the open file limit, EACCES) is not "absent": it
+ * returns false with errno set, so the caller fails the whole open rather
+ * than report a figure the host has as missing.
+ */
+static bool open_optional(int *fd, const char *dir, const char *rel, const char *name)
+{
+	*fd = open_in(dir, rel, name);
+	return *fd >= 0 || errno == ENOENT;
+}
+
 enum cg_status cg_open(struct cg_handle *h, const struct cg_layout *l, const char *rel)
 {
 	char path[CG_PATH_MAX * 2 + 8];
@@ -70,42 +82,63 @@ enum cg_status cg_open(struct cg_handle *h, const struct cg_layout *l, const cha
 	/* CPU usage: v2 cpu.stat, else v1 cpuacct.usage. It must be there. */
 	h->fd[CG_CPU] = open_in(l->v2, rel, "cpu.stat");
 	h->cpu_v2 = h->fd[CG_CPU] >= 0;
-	if (!h->cpu_v2)
+	if (!h->cpu_v2 && errno == ENOENT)
 		h->fd[CG_CPU] = open_in(l->cpuacct, rel, "cpuacct.usage");
-	if (h->fd[CG_CPU] < 0) {
-		enum cg_status s = gone_errno(errno) ? CG_GONE : CG_ERROR;
-		cg_close(h);
-		return s;
-	}
+	if (h->fd[CG_CPU] < 0)
+		goto fail;
 
 	/* Memory: v2 files when the v2 hierarchy has them, else v1. */
-	h->fd[CG_MEM_CUR] = open_in(l->v2, rel, "memory.current");
+	if (!open_optional(&h->fd[CG_MEM_CUR], l->v2, rel, "memory.current"))
+		goto fail;
 	h->mem_v2 = h->fd[CG_MEM_CUR] >= 0;
 	if (h->mem_v2) {
-		h->fd[CG_MEM_PEAK] = open_in(l->v2, rel, "memory.peak");
-		h->fd[CG_MEM_STAT] = open_in(l->v2, rel, "memory.stat");
-		h->fd[CG_MEM_MAX] = open_in(l->v2, rel, "memory.max");
-	} else {
-		h->fd[CG_MEM_CUR] = open_in(l->memory, rel, "memory.usage_in_bytes");
-		h->fd[CG_MEM_PEAK] = open_in(l->memory, rel, "memory.max_usage_in_bytes");
-		h->fd[CG_MEM_STAT] = open_in(l->memory, rel, "memory.stat");
-		h->fd[CG_MEM_MAX] = open_in(l->memory, rel, "memory.limit_in_bytes");
-		h->fd[CG_MEM_KMEM] = open_in(l->memory, rel, "memory.kmem.usage_in_bytes");
+		if (!open_optional(&h->fd[CG_MEM_PEAK], l->v2, rel, "memory.peak") ||
+		    !open_optional(&h->fd[CG_MEM_STAT], l->v2, rel, "memory.stat") ||
+		    !open_optional(&h->fd[CG_MEM_MAX], l->v2, rel, "memory.max"))
+			goto fail;
+	} else if (!open_optional(&h->fd[CG_MEM_CUR], l->memory, rel, "memory.usage_in_bytes") ||
+	           !open_optional(&h->fd[CG_MEM_PEAK], l->memory, rel,
+	                          "memory.max_usage_in_bytes") ||
+	           !open_optional(&h->fd[CG_MEM_STAT], l->memory, rel, "memory.stat") ||
+	           !open_optional(&h->fd[CG_MEM_MAX], l->memory, rel, "memory.limit_in_bytes") ||
+	           !open_optional(&h->fd[CG_MEM_KMEM], l->memory, rel,
+	                          "memory.kmem.usage_in_bytes")) {
+		goto fail;
 	}
 
 	/* CPU limit: v2 cpu.max, else v1 CFS quota and period. */
-	h->fd[CG_CPU_MAX] = open_in(l->v2, rel, "cpu.max");
+	if (!open_optional(&h->fd[CG_CPU_MAX], l->v2, rel, "cpu.max"))
+		goto fail;
 	h->cpumax_v2 = h->fd[CG_CPU_MAX] >= 0;
 	if (!h->cpumax_v2) {
-		h->fd[CG_CPU_MAX] = open_in(l->cpu, rel, "cpu.cfs_quota_us");
-		h->fd[CG_CPU_PERIOD] = open_in(l->cpu, rel, "cpu.cfs_period_us");
+		if (!open_optional(&h->fd[CG_CPU_MAX], l->cpu, rel, "cpu.cfs_quota_us") ||
+		    !open_optional(&h->fd[CG_CPU_PERIOD], l->cpu, rel, "cpu.cfs_period_us"))
+			goto fail;
 		if (h->fd[CG_CPU_PERIOD] < 0 && h->fd[CG_CPU_MAX] >= 0) {
 			close(h->fd[CG_CPU_MAX]);
 			h->fd[CG_CPU_MAX] = -1;
 		}
 	}
-	h->fd[CG_EVENTS] = open_in(l->v2, rel, "cgroup.events");
+	int events;
+	if (!open_optional(&events, l->v2, rel, "cgroup.events"))
+		goto fail;
+	h->has_events = events >= 0;
+	if (events >= 0)
+		close(events);
 	return CG_OK;
+fail:;
+	int e = errno;
+	cg_close(h);
+	errno = e;
+	return gone_errno(e) ? CG_GONE : CG_ERROR;
+}
+
+int cg_files_open(const struct cg_handle *h)
+{
+	int n = 0;
+	for (int i = 0; i < CG_NFILES; i++)
+		n += h->fd[i] >= 0;
+	return n;
 }
 
 /* pread of a whole small file into buf; the length, or -1 with errno. */
@@ -223,8 +256,8 @@ static bool parse_signed(const char *buf, size_t len, int64_t *out)
 enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **which_file)
 {
 	static const char *const names[CG_NFILES] = {
-	        "cpu usage",     "memory current", "memory peak", "memory.stat",  "memory limit",
-	        "kernel memory", "cpu limit",      "cpu period",  "cgroup.events"};
+	        "cpu usage",    "memory current", "memory peak", "memory.stat",
+	        "memory limit", "kernel memory",  "cpu limit",   "cpu period"};
 	char buf[CG_BUF];
 	struct cg_reading out = {.mem_current = CG_ABSENT,
 	                         .mem_peak = CG_ABSENT,
@@ -233,7 +266,7 @@ enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **w
 	                         .cpu_limit_millicores = CG_ABSENT};
 	int64_t period = 0, kmem = CG_ABSENT;
 	bool limits = h->limit_age == 0;
-	for (int f = 0; f < CG_EVENTS; f++) {
+	for (int f = 0; f < CG_NFILES; f++) {
 		if (h->fd[f] < 0)
 			continue;
 		if (!limits && (f == CG_MEM_MAX || f == CG_CPU_MAX || f == CG_CPU_PERIOD))
@@ -337,13 +370,22 @@ enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **w
 	return CG_OK;
 }
 
-enum cg_status cg_read_populated(const struct cg_handle *h, int *populated)
+enum cg_status cg_read_populated(const struct cg_handle *h, const struct cg_layout *l,
+                                 const char *rel, int *populated)
 {
 	char buf[256];
 	int64_t v;
-	if (h->fd[CG_EVENTS] < 0)
+	if (!h->has_events) {
+		errno = ENOENT;
 		return CG_ERROR;
-	ssize_t n = read_file(h->fd[CG_EVENTS], buf, sizeof buf);
+	}
+	int fd = open_in(l->v2, rel, "cgroup.events");
+	if (fd < 0)
+		return gone_errno(errno) ? CG_GONE : CG_ERROR;
+	ssize_t n = read_file(fd, buf, sizeof buf);
+	int e = errno;
+	close(fd);
+	errno = e;
 	if (n < 0)
 		return gone_errno(errno) ? CG_GONE : CG_ERROR;
 	if (!cg_parse_keyed(buf, (size_t)n, "populated", &v))

@@ -50,7 +50,6 @@ enum cg_file {
 	CG_MEM_KMEM,   /* memory.kmem.usage_in_bytes (v1 only) */
 	CG_CPU_MAX,    /* cpu.max (v2) or cpu.cfs_quota_us (v1) */
 	CG_CPU_PERIOD, /* cpu.cfs_period_us (v1 only) */
-	CG_EVENTS,     /* cgroup.events (v2 only) */
 	CG_NFILES
 };
 
@@ -65,8 +64,9 @@ enum cg_file {
 struct cg_handle {
 	int fd[CG_NFILES];
 	bool cpu_v2, mem_v2, cpumax_v2;
-	int64_t inode; /* of the folder in the primary hierarchy: the incarnation */
-	int limit_age; /* readings until the limits are read again; 0: now */
+	bool has_events; /* cgroup.events is there (v2); opened only when inotify says it changed */
+	int64_t inode;   /* of the folder in the primary hierarchy: the incarnation */
+	int limit_age;   /* readings until the limits are read again; 0: now */
 	int64_t mem_limit, cpu_limit_millicores; /* the last limits read */
 };
 
@@ -79,10 +79,15 @@ enum cg_status {
 
 /*
  * Opens the files of the cgroup at rel (relative to each hierarchy). CPU
- * usage is required: CG_GONE when the cgroup is not there (any more). On
- * failure nothing stays open.
+ * usage is required: CG_GONE when the cgroup is not there (any more). A file
+ * that does not exist is absent; one that exists but cannot be opened (EMFILE
+ * at the open file limit, EACCES) is CG_ERROR with errno, never "absent". On
+ * failure nothing stays open and errno says why.
  */
 enum cg_status cg_open(struct cg_handle *h, const struct cg_layout *l, const char *rel);
+
+/* How many files the handle keeps open (at most CG_NFILES). */
+int cg_files_open(const struct cg_handle *h);
 
 /* Closes every open file; safe on a closed or zeroed-then-cg_init'ed handle. */
 void cg_close(struct cg_handle *h);
@@ -97,8 +102,15 @@ void cg_init(struct cg_handle *h);
  */
 enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **which_file);
 
-/* Reads cgroup.events: *populated 1 or 0. CG_ERROR when the host has no such file. */
-enum cg_status cg_read_populated(const struct cg_handle *h, int *populated);
+/*
+ * Reads the cgroup.events of the cgroup at rel: *populated 1 or 0. CG_ERROR
+ * when the host has no such file (h->has_events false), CG_GONE when the
+ * cgroup went away. It is read only when inotify says it changed (a sandbox
+ * emptying), so it is opened for that read instead of held open: one
+ * descriptor fewer per sandbox.
+ */
+enum cg_status cg_read_populated(const struct cg_handle *h, const struct cg_layout *l,
+                                 const char *rel, int *populated);
 
 /* ---- parsers, exposed for tests and fuzzing; none reads past len ---- */
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,8 +69,15 @@ bool collector_init(struct collector *c, const struct collector_config *cfg, cha
 			log_info("spool \"%s\" holds %zu batches from before; they go first",
 			         cfg->spool_path, c->spool.records);
 	}
-	log_info("watching %s cgroups under \"%s\" (sandboxes found in \"%s\")",
-	         layout_name(&c->layout), cfg->root, primary(c));
+	struct rlimit rl;
+	c->files_max = SIZE_MAX;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		c->files_max = rl.rlim_cur > COLLECTOR_FD_RESERVE
+		                       ? (size_t)(rl.rlim_cur - COLLECTOR_FD_RESERVE)
+		                       : 0;
+	log_info("watching %s cgroups under \"%s\" (sandboxes found in \"%s\"; the open file "
+	         "limit has room for at least %zu)",
+	         layout_name(&c->layout), cfg->root, primary(c), c->files_max / CG_NFILES);
 	return true;
 fail:
 	collector_free(c);
@@ -83,6 +91,7 @@ static void retire(struct collector *c, size_t i)
 	         sb->account[0] ? sb->account : "unknown", (long long)sb->h.inode);
 	if (sb->events_wd >= 0)
 		inotify_rm_watch(c->inotify_fd, sb->events_wd);
+	c->files_open -= (size_t)cg_files_open(&sb->h);
 	cg_close(&sb->h);
 	free(sb);
 	c->sandboxes[i] = c->sandboxes[--c->nsandboxes];
@@ -151,7 +160,27 @@ static bool sample(struct collector *c, struct sandbox *sb)
 	return true;
 }
 
-static void add_sandbox(struct collector *c, const char *rel, const char *id, const char *account,
+/*
+ * Room for one more sandbox's files below the open file limit? When not, the
+ * sandbox is counted in stats.unsampled and waits for a rescan (a scan says so
+ * in one line at its end; a sandbox found by inotify, in a line of its own).
+ */
+static bool room_for_one(struct collector *c, const char *id)
+{
+	/* the most a sandbox holds, and cgroup.events opened for a moment */
+	if (c->files_open + CG_NFILES + 1 <= c->files_max)
+		return true;
+	c->stats.unsampled++;
+	log_msg(c->in_scan ? LOG_DEBUG : LOG_ERROR,
+	        "sandbox %s not sampled: the open file limit is reached (%zu cgroup files open "
+	        "for %zu sandboxes); raise it (LimitNOFILE=, ulimit -n) and the next rescan "
+	        "takes it",
+	        id, c->files_open, c->nsandboxes);
+	return false;
+}
+
+/* Takes in the sandbox at rel; false when whether it is there could not be told. */
+static bool add_sandbox(struct collector *c, const char *rel, const char *id, const char *account,
                         bool loud)
 {
 	if (!id_valid(id) || (account[0] && !id_valid(account))) {
@@ -160,26 +189,32 @@ static void add_sandbox(struct collector *c, const char *rel, const char *id, co
 		        "not sampled",
 		        rel, id_valid(id) ? "account" : "sandbox", id_valid(id) ? account : id,
 		        ID_RULE);
-		return;
+		return true;
 	}
 	struct sandbox *old = collector_find(c, rel);
 	char path[CG_PATH_MAX * 2];
 	struct stat st;
 	snprintf(path, sizeof path, "%s/%s", primary(c), rel);
-	if (stat(path, &st) != 0)
-		return;
+	if (stat(path, &st) != 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return true; /* gone: a known sandbox there is retired by the scan */
+		log_warn("sandbox %s: could not look at \"%s\": %s", id, path, strerror(errno));
+		return false;
+	}
 	if (old && old->h.inode == (int64_t)st.st_ino) {
 		old->seen = true;
-		return;
+		return true;
 	}
 	if (old) /* made again under the same name while we did not look */
 		retire(c, index_of(c, old));
+	if (!room_for_one(c, id))
+		return true;
 	if (c->nsandboxes == c->capsandboxes) {
 		size_t cap = c->capsandboxes ? c->capsandboxes * 2 : 64;
 		struct sandbox **n = realloc(c->sandboxes, cap * sizeof *n);
 		if (n == NULL) {
 			log_error("sandbox %s not sampled: out of memory", id);
-			return;
+			return true;
 		}
 		c->sandboxes = n;
 		c->capsandboxes = cap;
@@ -187,7 +222,7 @@ static void add_sandbox(struct collector *c, const char *rel, const char *id, co
 	struct sandbox *sb = calloc(1, sizeof *sb);
 	if (sb == NULL) {
 		log_error("sandbox %s not sampled: out of memory", id);
-		return;
+		return true;
 	}
 	snprintf(sb->rel, sizeof sb->rel, "%s", rel);
 	snprintf(sb->id, sizeof sb->id, "%s", id);
@@ -197,12 +232,18 @@ static void add_sandbox(struct collector *c, const char *rel, const char *id, co
 	enum cg_status s = cg_open(&sb->h, &c->layout, rel);
 	if (s != CG_OK) {
 		if (s != CG_GONE)
-			log_warn("sandbox %s: could not open the files of \"%s\": %s", id, rel,
-			         strerror(errno));
+			log_error(
+			        "sandbox %s: could not open the files of \"%s\": %s%s; not sampled "
+			        "until the next rescan",
+			        id, rel, strerror(errno),
+			        errno == EMFILE || errno == ENFILE
+			                ? " (raise the open file limit: LimitNOFILE=, ulimit -n)"
+			                : "");
 		free(sb);
-		return;
+		return true;
 	}
-	if (sb->h.fd[CG_EVENTS] >= 0 && c->inotify_fd >= 0) {
+	c->files_open += (size_t)cg_files_open(&sb->h);
+	if (sb->h.has_events && c->inotify_fd >= 0) {
 		snprintf(path, sizeof path, "%s/%s/cgroup.events", c->layout.v2, rel);
 		sb->events_wd = inotify_add_watch(c->inotify_fd, path, IN_MODIFY);
 		if (sb->events_wd < 0)
@@ -213,6 +254,7 @@ static void add_sandbox(struct collector *c, const char *rel, const char *id, co
 	c->sandboxes[c->nsandboxes++] = sb;
 	log_info("sandbox %s (account %s, incarnation %lld) found at \"%s\"", id,
 	         account[0] ? account : "unknown", (long long)sb->h.inode, rel);
+	return true;
 }
 
 static void add_holder(struct collector *c, const char *rel)
@@ -247,43 +289,60 @@ static void add_holder(struct collector *c, const char *rel)
 	c->nholders++;
 }
 
-/* Classifies the folder rel and takes it in: a sandbox, or a holder to walk. */
-static void visit(struct collector *c, const char *rel, bool loud, int depth);
+/*
+ * Classifies the folder rel and takes it in: a sandbox, or a holder to walk.
+ * False when something below could not be read (so not seeing a sandbox
+ * there does not mean it is gone).
+ */
+static bool visit(struct collector *c, const char *rel, bool loud, int depth);
 
-static void walk(struct collector *c, const char *rel, bool loud, int depth)
+static bool walk(struct collector *c, const char *rel, bool loud, int depth)
 {
 	char path[CG_PATH_MAX * 2];
 	snprintf(path, sizeof path, "%s%s%s", primary(c), rel[0] ? "/" : "", rel);
 	add_holder(c, rel);
 	DIR *d = opendir(path);
-	if (d == NULL)
-		return;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
+	if (d == NULL) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return true; /* gone while we looked */
+		log_warn("could not read folder \"%s\": %s", path, strerror(errno));
+		return false;
+	}
+	bool complete = true;
+	for (;;) {
+		errno = 0;
+		struct dirent *e = readdir(d);
+		if (e == NULL) {
+			if (errno != 0) {
+				log_warn("could not read folder \"%s\": %s", path, strerror(errno));
+				complete = false;
+			}
+			break;
+		}
 		if (e->d_name[0] == '.' || (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN))
 			continue;
 		char child[CG_PATH_MAX];
-		if (join(child, sizeof child, rel, e->d_name))
-			visit(c, child, loud, depth + 1);
+		if (join(child, sizeof child, rel, e->d_name) && !visit(c, child, loud, depth + 1))
+			complete = false;
 	}
 	closedir(d);
+	return complete;
 }
 
-static void visit(struct collector *c, const char *rel, bool loud, int depth)
+static bool visit(struct collector *c, const char *rel, bool loud, int depth)
 {
 	char id[CG_ID_MAX], account[CG_ID_MAX];
 	if (depth > 32)
-		return;
+		return true;
 	switch (matcher_classify(c->matcher, rel, id, account)) {
 	case MATCH_SANDBOX:
-		add_sandbox(c, rel, id, account, loud);
-		break;
+		return add_sandbox(c, rel, id, account, loud);
 	case MATCH_HOLDER:
-		walk(c, rel, loud, depth);
-		break;
+		return walk(c, rel, loud, depth);
 	case MATCH_NONE:
 		break;
 	}
+	return true;
 }
 
 void collector_scan(struct collector *c)
@@ -291,8 +350,19 @@ void collector_scan(struct collector *c)
 	bool first = c->stats.rounds == 0 && c->nsandboxes == 0;
 	for (size_t i = 0; i < c->nsandboxes; i++)
 		c->sandboxes[i]->seen = false;
-	walk(c, "", first, 0);
-	for (size_t i = c->nsandboxes; i-- > 0;)
+	c->stats.unsampled = 0;
+	c->in_scan = true;
+	bool complete = walk(c, "", first, 0);
+	c->in_scan = false;
+	if (c->stats.unsampled)
+		log_error("%zu sandboxes not sampled: the open file limit (less %d kept for the "
+		          "database, the spool and scans) has room for the cgroup files of %zu; "
+		          "raise it (LimitNOFILE=, ulimit -n) and the next rescan takes them",
+		          c->stats.unsampled, COLLECTOR_FD_RESERVE, c->nsandboxes);
+	if (!complete)
+		/* Not seen is not gone: inotify still retires what is removed. */
+		log_warn("the scan could not read every folder: no sandbox retired by it");
+	for (size_t i = c->nsandboxes; complete && i-- > 0;)
 		if (!c->sandboxes[i]->seen) {
 			/* One last look before letting go: the files may still answer. */
 			struct sandbox *sb = c->sandboxes[i];
@@ -305,7 +375,7 @@ void collector_scan(struct collector *c)
 static void on_emptied(struct collector *c, struct sandbox *sb, bool *flush)
 {
 	int populated = 1;
-	enum cg_status st = cg_read_populated(&sb->h, &populated);
+	enum cg_status st = cg_read_populated(&sb->h, &c->layout, sb->rel, &populated);
 	if (st == CG_GONE) {
 		retire(c, index_of(c, sb));
 		return;
@@ -372,7 +442,7 @@ void collector_events(struct collector *c)
 			if (!join(child, sizeof child, c->holders[h].rel, ev->name))
 				continue;
 			if (ev->mask & (IN_CREATE | IN_MOVED_TO)) {
-				visit(c, child, true, 1);
+				(void)visit(c, child, true, 1);
 			} else if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) {
 				struct sandbox *gone = collector_find(c, child);
 				if (gone && sample(c, gone))

@@ -21,6 +21,16 @@
 #include "collector/match.h"
 #include "collector/spool.h"
 
+/*
+ * Files kept back from the open file limit for everything but the sandboxes'
+ * cgroup files: the database connection, the spool, inotify, the folders a
+ * scan walks (one per level), logging. A sandbox is taken on only while its
+ * files fit below the limit less this, so reaching the limit costs the
+ * sandboxes that do not fit (loudly), never the database connection or a
+ * rescan.
+ */
+#define COLLECTOR_FD_RESERVE 64
+
 struct collector_config {
 	const char *root;
 	const char *layout;     /* auto, v2, v1, hybrid */
@@ -52,6 +62,7 @@ struct collector_stats {
 	uint64_t rounds, samples, written, duplicates, spooled_batches, thinned_batches,
 	        refused_batches;
 	uint64_t final_samples, retired, read_errors;
+	size_t unsampled; /* sandboxes the last scan found but had no files left for */
 };
 
 struct collector {
@@ -68,6 +79,9 @@ struct collector {
 	struct spool spool;
 	PGconn *db;
 	bool rescan_wanted; /* inotify overflowed */
+	bool in_scan;       /* collector_scan() is walking */
+	size_t files_open;  /* the sandboxes' open cgroup files */
+	size_t files_max;   /* what the open file limit leaves them (COLLECTOR_FD_RESERVE kept) */
 	struct collector_stats stats;
 };
 
@@ -78,7 +92,12 @@ bool collector_init(struct collector *c, const struct collector_config *cfg, cha
 /* Closes everything; the batch not yet flushed is lost, so flush first. */
 void collector_free(struct collector *c);
 
-/* Walks the tree: adds new sandboxes and folders, retires those that went away. */
+/*
+ * Walks the tree: adds new sandboxes and folders, retires those that went
+ * away. A folder that cannot be read (other than gone) makes the scan
+ * incomplete: then nothing is retired this time, since "not seen" would not
+ * mean "gone".
+ */
 void collector_scan(struct collector *c);
 
 /* Handles what inotify has (call when its fd is readable; never blocks). */

@@ -100,12 +100,13 @@ static void summary(const struct collector *c)
 {
 	const struct collector_stats *s = &c->stats;
 	log_info("stopping: %llu rounds, %llu samples (%llu written, %llu already there, %llu "
-	         "final), %llu batches spooled, %llu thinned, %llu refused, %zu sandboxes",
+	         "final), %llu batches spooled, %llu thinned, %llu refused, %zu sandboxes (%zu "
+	         "more found but not sampled: the open file limit)",
 	         (unsigned long long)s->rounds, (unsigned long long)s->samples,
 	         (unsigned long long)s->written, (unsigned long long)s->duplicates,
 	         (unsigned long long)s->final_samples, (unsigned long long)s->spooled_batches,
 	         (unsigned long long)s->thinned_batches, (unsigned long long)s->refused_batches,
-	         c->nsandboxes);
+	         c->nsandboxes, s->unsampled);
 }
 
 int main(int argc, char **argv)

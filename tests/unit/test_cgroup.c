@@ -4,6 +4,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,7 @@
 #include "collector/cgroup.h"
 #include "collector/layout.h"
 #include "tests/support/fakecg.h"
+#include "tests/support/fdfill.h"
 
 #define P(s) s, strlen(s)
 
@@ -75,21 +78,23 @@ static char root[256];
 static int teardown(void **state)
 {
 	(void)state;
+	fdfill_restore();
 	fakecg_remove(root);
 	root[0] = '\0';
 	return 0;
 }
 
+static struct cg_layout tree; /* of the tree read_sandbox() made */
+
 static void read_sandbox(const char *kind, enum fakecg_kind fk, struct cg_reading *r,
                          struct cg_handle *h)
 {
-	struct cg_layout l;
 	char err[512];
 	assert_true(fakecg_tree("/tmp", fk, root, sizeof root));
 	assert_true(fakecg_sandbox(root, fk, "sandboxes/acme/sb-1", 1234567));
-	if (!layout_find(root, kind, NULL, &l, err, sizeof err))
+	if (!layout_find(root, kind, NULL, &tree, err, sizeof err))
 		fail_msg("%s", err);
-	assert_int_equal(cg_open(h, &l, "sandboxes/acme/sb-1"), CG_OK);
+	assert_int_equal(cg_open(h, &tree, "sandboxes/acme/sb-1"), CG_OK);
 	assert_true(h->inode > 0);
 	assert_int_equal(cg_read(h, r, NULL), CG_OK);
 }
@@ -107,7 +112,7 @@ static void v2_tree_gives_every_figure(void **state)
 	assert_int_equal(r.mem_limit, CG_ABSENT); /* "max" */
 	assert_int_equal(r.cpu_limit_millicores, 2000);
 	int pop = -1;
-	assert_int_equal(cg_read_populated(&h, &pop), CG_OK);
+	assert_int_equal(cg_read_populated(&h, &tree, "sandboxes/acme/sb-1", &pop), CG_OK);
 	assert_int_equal(pop, 1);
 	cg_close(&h);
 }
@@ -125,7 +130,8 @@ static void v1_tree_converts_nanoseconds_and_cfs_quota(void **state)
 	assert_int_equal(r.mem_limit, INT64_C(4294967296));
 	assert_int_equal(r.cpu_limit_millicores, 2000);
 	int pop;
-	assert_int_equal(cg_read_populated(&h, &pop), CG_ERROR); /* v1 has no cgroup.events */
+	assert_int_equal(cg_read_populated(&h, &tree, "sandboxes/acme/sb-1", &pop),
+	                 CG_ERROR); /* v1 has no cgroup.events */
 	cg_close(&h);
 }
 
@@ -174,6 +180,38 @@ static void a_file_the_host_lacks_is_absent_never_zero(void **state)
 	assert_int_equal(unlink(path), 0);
 	assert_int_equal(cg_open(&h, &l, "sb-1"), CG_GONE);
 	assert_int_equal(cg_open(&h, &l, "no-such"), CG_GONE);
+}
+
+/*
+ * At the open file limit the optional files cannot be opened either: that is
+ * an error of the whole open (EMFILE), never "the host lacks memory.current",
+ * and nothing stays open.
+ */
+static void a_file_that_cannot_be_opened_is_an_error_not_absent(void **state)
+{
+	(void)state;
+	struct cg_handle h;
+	struct cg_layout l;
+	char err[512];
+	assert_true(fakecg_tree("/tmp", FAKE_V2, root, sizeof root));
+	assert_true(fakecg_sandbox(root, FAKE_V2, "sb-1", 5));
+	assert_true(layout_find(root, "v2", NULL, &l, err, sizeof err));
+	assert_true(fdfill_limit(256));
+	for (int spare = 0; spare < 7; spare++) { /* room for cpu.stat and more, not all 6 + 1 */
+		assert_true(fdfill_exhaust(spare) > 0);
+		errno = 0;
+		assert_int_equal(cg_open(&h, &l, "sb-1"), CG_ERROR);
+		assert_int_equal(errno, EMFILE);
+		assert_int_equal(cg_files_open(&h), 0);
+		/* every descriptor it took is back: exactly spare can be opened */
+		assert_int_equal(fdfill_exhaust(0), spare);
+		fdfill_restore();
+		assert_true(fdfill_limit(256));
+	}
+	fdfill_restore();
+	assert_int_equal(cg_open(&h, &l, "sb-1"), CG_OK);
+	assert_int_equal(cg_files_open(&h), 6); /* cgroup.events is not held open */
+	cg_close(&h);
 }
 
 static void garbage_in_a_counter_is_bad_data_and_changes_nothing(void **state)
@@ -249,6 +287,8 @@ int main(void)
 	        cmocka_unit_test_teardown(hybrid_tree_takes_cpu_from_v2_and_memory_from_v1,
 	                                  teardown),
 	        cmocka_unit_test_teardown(a_file_the_host_lacks_is_absent_never_zero, teardown),
+	        cmocka_unit_test_teardown(a_file_that_cannot_be_opened_is_an_error_not_absent,
+	                                  teardown),
 	        cmocka_unit_test_teardown(garbage_in_a_counter_is_bad_data_and_changes_nothing,
 	                                  teardown),
 	        cmocka_unit_test_teardown(layouts_are_checked_and_a_plain_folder_is_refused,

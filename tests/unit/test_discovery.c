@@ -4,6 +4,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dirent.h>
+#include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include "collector/collector.h"
 #include "common/log.h"
 #include "tests/support/fakecg.h"
+#include "tests/support/fdfill.h"
 
 static char root[256], spool[300];
 static struct collector c;
@@ -21,6 +24,7 @@ static bool inited;
 static int teardown(void **state)
 {
 	(void)state;
+	fdfill_restore();
 	if (inited)
 		collector_free(&c);
 	inited = false;
@@ -197,6 +201,75 @@ static void an_emptied_cgroup_gets_a_final_sample_at_once(void **state)
 	assert_int_equal(c.stats.final_samples, 1);
 }
 
+/*
+ * With more sandboxes than the open file limit has room for, those that fit
+ * are sampled and the rest are counted and said, and the collector keeps
+ * COLLECTOR_FD_RESERVE descriptors for itself: rescans go on, retire nothing
+ * that is there, and take the others as room is freed.
+ */
+static void at_the_open_file_limit_what_fits_is_sampled_and_the_rest_waits(void **state)
+{
+	(void)state;
+	char path[1536], rel[64];
+	/* room for 5: 6 files each, the last one's check asks for the most (CG_NFILES + 1) */
+	assert_true(fdfill_limit(COLLECTOR_FD_RESERVE + 4 * 6 + CG_NFILES + 1));
+	start(FAKE_V2, "v2", PATTERN);
+	for (int i = 0; i < 12; i++) {
+		snprintf(rel, sizeof rel, "sandboxes/acme/sb-%d", i);
+		assert_true(fakecg_sandbox(root, FAKE_V2, rel, 10 + i));
+	}
+	collector_scan(&c);
+	assert_int_equal(c.nsandboxes, 5);
+	assert_int_equal(c.stats.unsampled, 7);
+	assert_int_equal(c.files_open, 5 * 6);
+	collector_round(&c);
+	assert_int_equal(c.batch.rows, 5);
+	collector_scan(&c); /* the rescan can still read its folders */
+	assert_int_equal(c.nsandboxes, 5);
+	assert_int_equal(c.stats.retired, 0);
+	assert_int_equal(c.stats.unsampled, 7);
+
+	/* two sampled ones go away; the next rescan takes two of those waiting */
+	for (int k = 0; k < 2; k++) {
+		snprintf(path, sizeof path, "%s/%s", root, c.sandboxes[k]->rel);
+		assert_true(fakecg_remove(path));
+	}
+	for (int i = 0; i < 20 && c.stats.retired < 2; i++)
+		wait_events(100);
+	assert_int_equal(c.stats.retired, 2);
+	collector_scan(&c);
+	assert_int_equal(c.nsandboxes, 5);
+	assert_int_equal(c.stats.unsampled, 5);
+	assert_int_equal(c.files_open, 5 * 6);
+}
+
+/* A scan that cannot open a folder (EMFILE here) does not take "not seen" for "gone". */
+static void a_scan_that_cannot_read_a_folder_retires_no_sandbox(void **state)
+{
+	(void)state;
+	char rel[64];
+	assert_true(fdfill_limit(512));
+	start(FAKE_V2, "v2", PATTERN);
+	for (int i = 0; i < 3; i++) {
+		snprintf(rel, sizeof rel, "sandboxes/acme/sb-%d", i);
+		assert_true(fakecg_sandbox(root, FAKE_V2, rel, 10 + i));
+	}
+	collector_scan(&c);
+	assert_int_equal(c.nsandboxes, 3);
+	assert_true(fdfill_exhaust(0) > 0);
+	DIR *d = opendir(root);
+	assert_null(d);
+	assert_int_equal(errno, EMFILE);
+	collector_scan(&c);
+	assert_int_equal(c.nsandboxes, 3);
+	assert_int_equal(c.stats.retired, 0);
+	fdfill_restore();
+	collector_round(&c);
+	assert_int_equal(c.batch.rows, 3); /* all still sampled */
+	collector_scan(&c);
+	assert_int_equal(c.nsandboxes, 3);
+}
+
 static void configuration_errors_are_one_clear_line(void **state)
 {
 	(void)state;
@@ -230,6 +303,10 @@ int main(void)
 	                teardown),
 	        cmocka_unit_test_teardown(a_rescan_catches_what_events_missed, teardown),
 	        cmocka_unit_test_teardown(an_emptied_cgroup_gets_a_final_sample_at_once, teardown),
+	        cmocka_unit_test_teardown(
+	                at_the_open_file_limit_what_fits_is_sampled_and_the_rest_waits, teardown),
+	        cmocka_unit_test_teardown(a_scan_that_cannot_read_a_folder_retires_no_sandbox,
+	                                  teardown),
 	        cmocka_unit_test(configuration_errors_are_one_clear_line),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
