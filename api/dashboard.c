@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "api/account.h"
+#include "api/input.h"
 #include "api/queries.h"
 #include "api/routes.h"
 #include "common/db.h"
@@ -183,42 +184,10 @@ static void start_session(struct req *r, PGconn *c, bool admin, const char *acco
 	reply_redirect(r, "/dashboard", cookie);
 }
 
-/* The value of "key" in an x-www-form-urlencoded body, decoded; false when absent. */
-static bool form_key(const char *body, size_t len, char *out, size_t olen)
-{
-	const char *p = body, *end = body + len;
-	while (p < end) {
-		const char *amp = memchr(p, '&', (size_t)(end - p));
-		const char *stop = amp ? amp : end;
-		if (stop - p > 4 && memcmp(p, "key=", 4) == 0) {
-			size_t o = 0;
-			for (const char *s = p + 4; s < stop && o + 1 < olen; s++) {
-				if (*s == '+') {
-					out[o++] = ' ';
-				} else if (*s == '%' && s + 2 < stop) {
-					char hex[3] = {s[1], s[2], 0};
-					char *e;
-					long v = strtol(hex, &e, 16);
-					if (*e)
-						return false;
-					out[o++] = (char)v;
-					s += 2;
-				} else {
-					out[o++] = *s;
-				}
-			}
-			out[o] = '\0';
-			return true;
-		}
-		p = stop + 1;
-	}
-	return false;
-}
-
 void h_login(struct req *r)
 {
 	char key[128];
-	if (r->body == NULL || !form_key(r->body, r->body_len, key, sizeof key) ||
+	if (!in_form_value(r->body, r->body_len, "key", key, sizeof key) ||
 	    strlen(key) != KEY_LEN || strncmp(key, KEY_PREFIX, 3) != 0) {
 		reply_redirect(r, "/login?failed=1", NULL);
 		return;

@@ -368,3 +368,63 @@ bool in_query(const struct in_arg *args, size_t nargs, const struct in_field *f,
 		}
 	return true;
 }
+
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Decodes s[0..len) into out (olen bytes with the NUL); false when malformed or too long. */
+static bool form_decode(const char *s, size_t len, char *out, size_t olen)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < len; i++) {
+		char ch = s[i];
+		if (ch == '+') {
+			ch = ' ';
+		} else if (ch == '%') {
+			if (len - i < 3)
+				return false;
+			int a = hex_digit(s[i + 1]), b = hex_digit(s[i + 2]);
+			if (a < 0 || b < 0 || (a == 0 && b == 0))
+				return false;
+			ch = (char)(a * 16 + b);
+			i += 2;
+		}
+		if (o + 1 >= olen)
+			return false;
+		out[o++] = ch;
+	}
+	out[o] = '\0';
+	return true;
+}
+
+bool in_form_value(const char *body, size_t len, const char *name, char *out, size_t olen)
+{
+	size_t nlen = strlen(name);
+	bool found = false;
+	if (olen == 0)
+		return false;
+	out[0] = '\0';
+	for (size_t p = 0; body != NULL && p < len;) {
+		const char *amp = memchr(body + p, '&', len - p);
+		size_t stop = amp ? (size_t)(amp - body) : len;
+		const char *pair = body + p;
+		size_t plen = stop - p;
+		if (plen > nlen && memcmp(pair, name, nlen) == 0 && pair[nlen] == '=') {
+			if (found || !form_decode(pair + nlen + 1, plen - nlen - 1, out, olen)) {
+				out[0] = '\0';
+				return false;
+			}
+			found = true;
+		}
+		p = stop + 1;
+	}
+	return found;
+}

@@ -72,4 +72,13 @@ struct in_arg {
 bool in_query(const struct in_arg *args, size_t nargs, const struct in_field *f, size_t n,
               struct in_value *out, struct problem *p);
 
+/*
+ * The value of the field name in an application/x-www-form-urlencoded body
+ * of len bytes (not NUL-terminated), decoded ('+' is a space, %XX a byte)
+ * into out, NUL-terminated. False, with out[0] = '\0', when the field is
+ * absent or given twice, when any % is not followed by two hex digits or
+ * decodes to a NUL, or when the value does not fit in olen bytes.
+ */
+bool in_form_value(const char *body, size_t len, const char *name, char *out, size_t olen);
+
 #endif

@@ -100,22 +100,19 @@ static bool has_option(const char *opts, const char *want)
 	return false;
 }
 
-static bool by_mounts(const char *root, const char *mountinfo, struct cg_layout *l, char *err,
-                      size_t errlen)
+void layout_from_mountinfo(const char *root, FILE *f, struct cg_layout *l)
 {
-	char *real = realpath(root, NULL);
-	if (real == NULL) {
-		snprintf(err, errlen, "--root \"%s\": %s", root, strerror(errno));
-		return false;
-	}
-	FILE *f = fopen(mountinfo ? mountinfo : "/proc/self/mountinfo", "re");
-	if (f == NULL) {
-		snprintf(err, errlen, "could not read mountinfo: %s", strerror(errno));
-		free(real);
-		return false;
-	}
 	char line[4096];
+	bool whole = true; /* the last fgets() ended a line */
 	while (fgets(line, sizeof line, f)) {
+		/* A line longer than the buffer (an overlay mount's option list can
+		 * be) is no cgroup mount of ours: skip it to its end, never parse
+		 * its tail as a line of its own. */
+		size_t n = strlen(line);
+		bool started = whole;
+		whole = (n > 0 && line[n - 1] == '\n') || feof(f);
+		if (!started || !whole)
+			continue;
 		/* id parent major:minor root mountpoint options [optional...] - fstype source super
 		 */
 		char *save = NULL, *fields[6] = {0};
@@ -137,7 +134,8 @@ static bool by_mounts(const char *root, const char *mountinfo, struct cg_layout 
 		char *super = strtok_r(NULL, " \n", &s2);
 		char *mnt = fields[4];
 		unescape(mnt);
-		if (fstype == NULL || !under(mnt, real) || strcmp(fields[3], "/") != 0)
+		if (fstype == NULL || !under(mnt, root) || strcmp(fields[3], "/") != 0 ||
+		    strlen(mnt) >= CG_PATH_MAX - 32) /* a path we could not hold whole */
 			continue;
 		if (strcmp(fstype, "cgroup2") == 0 && l->v2[0] == '\0') {
 			set(l->v2, mnt, NULL);
@@ -150,6 +148,23 @@ static bool by_mounts(const char *root, const char *mountinfo, struct cg_layout 
 				set(l->memory, mnt, NULL);
 		}
 	}
+}
+
+static bool by_mounts(const char *root, const char *mountinfo, struct cg_layout *l, char *err,
+                      size_t errlen)
+{
+	char *real = realpath(root, NULL);
+	if (real == NULL) {
+		snprintf(err, errlen, "--root \"%s\": %s", root, strerror(errno));
+		return false;
+	}
+	FILE *f = fopen(mountinfo ? mountinfo : "/proc/self/mountinfo", "re");
+	if (f == NULL) {
+		snprintf(err, errlen, "could not read mountinfo: %s", strerror(errno));
+		free(real);
+		return false;
+	}
+	layout_from_mountinfo(real, f, l);
 	fclose(f);
 	free(real);
 	if (l->v2[0] == '\0' && l->cpuacct[0] == '\0') {

@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "collector/cgroup.h"
 
@@ -27,6 +28,14 @@
  */
 bool layout_find(const char *root, const char *kind, const char *mountinfo, struct cg_layout *l,
                  char *err, size_t errlen);
+
+/*
+ * The "auto" step on its own, exposed for tests and fuzzing: fills the empty
+ * entries of l from the mount lines of f that are cgroup mounts at or below
+ * root (a real path). Lines that do not parse, or are longer than 4 KiB, are
+ * skipped; nothing is written past an entry's CG_PATH_MAX.
+ */
+void layout_from_mountinfo(const char *root, FILE *f, struct cg_layout *l);
 
 /* "v2", "v1" or "hybrid", for logs. */
 const char *layout_name(const struct cg_layout *l);

@@ -21,11 +21,12 @@ declare -A extra=(
 	[json]="$here/api/input.c $here/common/ids.c"
 	[query]="$here/api/input.c $here/common/ids.c"
 	[cgroup]="$here/collector/cgroup.c"
+	[mountinfo]="$here/collector/layout.c $here/collector/cgroup.c"
 	[spool]="$here/collector/spool.c $here/common/log.c"
 	[text]=""
 )
 status=0
-for t in json query cgroup spool text; do
+for t in json query cgroup mountinfo spool text; do
 	bin=$out/fuzz_$t
 	# shellcheck disable=SC2086
 	clang "${cflags[@]}" "$here/tests/fuzz/fuzz_$t.c" ${extra[$t]} "${core[@]}" "${libs[@]}" -o "$bin"

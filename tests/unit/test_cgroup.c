@@ -277,6 +277,34 @@ static void mountinfo_of_a_hybrid_host_is_understood(void **state)
 	assert_string_equal(layout_name(&l), "hybrid");
 }
 
+/*
+ * An overlay mount's options can run past the 4 KiB line buffer: the tail of
+ * such a line is skipped with it, never read as a mount of its own, and a last
+ * line without its newline still counts.
+ */
+static void a_long_mountinfo_line_is_skipped_whole(void **state)
+{
+	(void)state;
+	static char text[16384];
+	struct cg_layout l;
+	int n = snprintf(text, sizeof text, "%s",
+	                 "60 22 0:60 / /var/lib/x rw - overlay overlay rw,lowerdir=");
+	while (n < 6000)
+		n += snprintf(text + n, sizeof text - (size_t)n, "/layer%04d:", n);
+	/* what the tail would look like as a line of its own, at the 4 KiB cut */
+	snprintf(text + 4095 - 1, sizeof text - 4094,
+	         "70 30 0:70 / /sys/fs/cgroup/fake rw - cgroup2 cgroup2 rw\n"
+	         "40 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n"
+	         "31 30 0:28 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory");
+	memset(&l, 0, sizeof l);
+	FILE *f = fmemopen(text, strlen(text), "r");
+	assert_non_null(f);
+	layout_from_mountinfo("/sys/fs/cgroup", f, &l);
+	fclose(f);
+	assert_string_equal(l.v2, "/sys/fs/cgroup/unified");
+	assert_string_equal(l.memory, "/sys/fs/cgroup/memory");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -294,6 +322,7 @@ int main(void)
 	        cmocka_unit_test_teardown(layouts_are_checked_and_a_plain_folder_is_refused,
 	                                  teardown),
 	        cmocka_unit_test(mountinfo_of_a_hybrid_host_is_understood),
+	        cmocka_unit_test(a_long_mountinfo_line_is_skipped_whole),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
