@@ -196,23 +196,61 @@ static enum meter_status emit(void *ctx, const struct meter_interval *iv,
 	return meter_usage_add_interval(&j->b[i - 1].u, &j->size, iv);
 }
 
+/*
+ * db_query for the statements of a rating transaction: a failure's message
+ * ends in "(SQLSTATE xxxxx)", so the log says which error it was and take()
+ * can tell a refusal of this sandbox's data from a passing failure.
+ */
+static PGresult *rq(PGconn *c, const char *sql, int n, const char *const *params,
+                    ExecStatusType want, const char *what, char *err, size_t errlen)
+{
+	PGresult *r = PQexecParams(c, sql, n, NULL, params, NULL, NULL, 0);
+	if (db_check(r, want, what, err, errlen))
+		return r;
+	const char *state = db_sqlstate(r);
+	size_t len = strlen(err);
+	if (state[0] && len < errlen)
+		snprintf(err + len, errlen - len, " (SQLSTATE %s)", state);
+	PQclear(r);
+	return NULL;
+}
+
+/*
+ * True when err (from rq) is a failure that says nothing about the sandbox:
+ * a deadlock or serialization failure (class 40), too few resources (53),
+ * a lock not available (55P03), a cancel, an operator's or the server's
+ * shutdown (57), a connection lost (08), an I/O error (58). Such a sandbox is
+ * tried again, never parked: parking waits for its next sample, and a stopped
+ * sandbox has none, so its last usage would never be billed.
+ */
+static bool passing_failure(const char *err)
+{
+	const char *p = strstr(err, "(SQLSTATE ");
+	if (p == NULL)
+		return false;
+	p += strlen("(SQLSTATE ");
+	return strncmp(p, "40", 2) == 0 || strncmp(p, "53", 2) == 0 ||
+	       strncmp(p, "55P03", 5) == 0 || strncmp(p, "57", 2) == 0 ||
+	       strncmp(p, "08", 2) == 0 || strncmp(p, "58", 2) == 0;
+}
+
 /* Registers a sandbox from its cgroup's limits, when its path named an account. */
 static bool auto_register(PGconn *c, const char *sb, bool *done, char *err, size_t errlen)
 {
 	const char *p[] = {sb};
-	PGresult *r = db_query(
-	        c,
-	        "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib) "
-	        "SELECT s.sandbox_id, s.account_id, round(s.cpu_limit_millicores / 1000.0, 3), "
-	        "ceil(s.memory_limit_bytes * 1000.0 / 1073741824) / 1000 "
-	        "FROM (SELECT * FROM samples WHERE sandbox_id = $1 "
-	        "      AND account_id IS NOT NULL AND cpu_limit_millicores IS NOT NULL "
-	        "      AND memory_limit_bytes IS NOT NULL ORDER BY ts DESC LIMIT 1) s "
-	        "JOIN accounts a ON a.id = s.account_id "
-	        "WHERE s.cpu_limit_millicores <= 256000 "
-	        "AND s.memory_limit_bytes <= 1024::bigint * 1073741824 "
-	        "ON CONFLICT DO NOTHING",
-	        1, p, PGRES_COMMAND_OK, "could not register a sandbox", err, errlen);
+	PGresult *r =
+	        rq(c,
+	           "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib) "
+	           "SELECT s.sandbox_id, s.account_id, round(s.cpu_limit_millicores / 1000.0, 3), "
+	           "ceil(s.memory_limit_bytes * 1000.0 / 1073741824) / 1000 "
+	           "FROM (SELECT * FROM samples WHERE sandbox_id = $1 "
+	           "      AND account_id IS NOT NULL AND cpu_limit_millicores IS NOT NULL "
+	           "      AND memory_limit_bytes IS NOT NULL ORDER BY ts DESC LIMIT 1) s "
+	           "JOIN accounts a ON a.id = s.account_id "
+	           "WHERE s.cpu_limit_millicores <= 256000 "
+	           "AND s.memory_limit_bytes <= 1024::bigint * 1073741824 "
+	           "ON CONFLICT DO NOTHING",
+	           1, p, PGRES_COMMAND_OK, "could not register a sandbox", err, errlen);
 	if (r == NULL)
 		return false;
 	*done = strcmp(PQcmdTuples(r), "1") == 0;
@@ -356,8 +394,7 @@ static bool load_rows(PGconn *c, struct job *jobs, size_t n, bool again, int64_t
 	const char *p[] = {arr_end(&ids)};
 	if (p[0] == NULL)
 		goto oom;
-	r = db_query(c, load_sql, 1, p, PGRES_TUPLES_OK, "could not read the sandboxes", err,
-	             errlen);
+	r = rq(c, load_sql, 1, p, PGRES_TUPLES_OK, "could not read the sandboxes", err, errlen);
 	if (r == NULL)
 		goto out;
 	for (int row = 0; row < PQntuples(r); row++) {
@@ -524,7 +561,7 @@ static bool read_samples(PGconn *c, struct job *jobs, size_t n, char *err, size_
 	const char *p[] = {arr_end(&ids), arr_end(&from), low, hor};
 	if (p[0] == NULL || p[1] == NULL)
 		goto oom;
-	r = db_query(c, read_sql, 4, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
+	r = rq(c, read_sql, 4, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
 	if (r == NULL)
 		goto out;
 	/* Twice over the rows: count per sandbox, then fill. */
@@ -680,8 +717,7 @@ static bool store(PGconn *c, struct job *jobs, size_t n, char *err, size_t errle
 	for (int k = 0; k < 6; k++)
 		if (p[k] == NULL)
 			goto oom;
-	r = db_query(c, clear_sql, 6, p, PGRES_COMMAND_OK, "could not replace hourly usage", err,
-	             errlen);
+	r = rq(c, clear_sql, 6, p, PGRES_COMMAND_OK, "could not replace hourly usage", err, errlen);
 	if (r == NULL)
 		goto out;
 	PQclear(r);
@@ -709,8 +745,8 @@ static bool store(PGconn *c, struct job *jobs, size_t n, char *err, size_t errle
 		for (int k = 0; k < 10; k++)
 			if ((p[k] = arr_end(&a[k])) == NULL)
 				goto oom;
-		r = db_query(c, insert_sql, 10, p, PGRES_COMMAND_OK, "could not store hourly usage",
-		             err, errlen);
+		r = rq(c, insert_sql, 10, p, PGRES_COMMAND_OK, "could not store hourly usage", err,
+		       errlen);
 		if (r == NULL)
 			goto out;
 	}
@@ -749,7 +785,7 @@ static int take(PGconn *c, const struct meter_plan *plans, size_t nplans, int ma
 	char lim[16];
 	snprintf(lim, sizeof lim, "%d", max);
 	const char *lp[] = {lim};
-	r = db_query(c, take_sql, 1, lp, PGRES_TUPLES_OK, "could not read the queue", err, errlen);
+	r = rq(c, take_sql, 1, lp, PGRES_TUPLES_OK, "could not read the queue", err, errlen);
 	if (r == NULL)
 		goto out;
 	n = (size_t)PQntuples(r);
@@ -772,8 +808,7 @@ static int take(PGconn *c, const struct meter_plan *plans, size_t nplans, int ma
 		}
 	}
 	PQclear(r);
-	r = db_query(c, lock_sql, 0, NULL, PGRES_TUPLES_OK, "could not lock the horizon", err,
-	             errlen);
+	r = rq(c, lock_sql, 0, NULL, PGRES_TUPLES_OK, "could not lock the horizon", err, errlen);
 	if (r == NULL)
 		goto out;
 	PQclear(r);
@@ -819,6 +854,10 @@ failed:
 		log_warn("rollup: a batch of %zu sandboxes failed (%s); taking them one at a time",
 		         n, err);
 		result = -2;
+	} else if (may_park && passing_failure(err)) {
+		/* Nothing wrong with this sandbox: its mark stays for the next pass. */
+		log_warn("rollup: sandbox %s: %s; tried again at the next pass, not parked",
+		         jobs[0].sandbox, err);
 	} else if (may_park) {
 		/* This sandbox cannot be rated or stored: park its mark with the reason, so the
 		 * others go on; new samples wake it again. */

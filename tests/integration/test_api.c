@@ -785,6 +785,58 @@ static void rollups_match_the_raw_rating_around_stops_and_overlaps(void **state)
 	same_as_raw(f, "st", "2026-10-05T04:00:00Z", "2026-10-05T04:55:00Z", st2, 3);
 }
 
+/*
+ * A rating that fails for a reason that is not the sandbox's (here a cancel
+ * while it waits for a lock, as a deadlock or an operator would) is tried
+ * again, never parked: a parked mark waits for the next sample, and a stopped
+ * sandbox has none, so its last usage would never be billed.
+ */
+static void a_cancelled_rating_is_tried_again_never_parked(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	       "VALUES ('cx', 'acme', 2, 4, '2026-10-05T07:00:00Z', '2026-10-05T07:30:00Z')");
+	PGconn *b = PQconnectdb(f->db.url);
+	assert_int_equal(PQstatus(b), CONNECTION_OK);
+	PGresult *r = PQexec(b, "BEGIN; LOCK TABLE usage_hourly IN SHARE MODE");
+	assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('cx', 1, '2026-10-05T07:10:00Z', 'h', 30000000)");
+	long pid = -1;
+	for (int i = 0; i < 200 && pid < 0; i++) {
+		pid = num(f, "SELECT coalesce(max(pid), -1) FROM pg_stat_activity WHERE datname = "
+		             "current_database() AND wait_event_type = 'Lock' AND query LIKE "
+		             "'%usage_hourly%'");
+		if (pid < 0)
+			usleep(50000);
+	}
+	if (pid < 0)
+		fail_msg("the rollup worker never waited for the lock on usage_hourly");
+	char q[128];
+	snprintf(q, sizeof q, "SELECT pg_cancel_backend(%ld)::int", pid);
+	assert_int_equal(num(f, q), 1);
+	/* the cancel lands (the worker logs it and waits for its next pass) */
+	for (int i = 0; i < 100; i++) {
+		snprintf(q, sizeof q,
+		         "SELECT count(*) FROM pg_stat_activity WHERE pid = %ld AND "
+		         "wait_event_type = 'Lock'",
+		         pid);
+		if (num(f, q) == 0)
+			break;
+		usleep(20000);
+	}
+	assert_int_equal(num(f, "SELECT count(*) FROM rollup_queue WHERE waiting IS NOT NULL"), 0);
+	r = PQexec(b, "COMMIT");
+	PQclear(r);
+	PQfinish(b);
+	wait_rollups(f);
+	assert_int_equal(num(f, "SELECT count(*) FROM rollup_queue WHERE sandbox_id = 'cx'"), 0);
+	const struct meter_sample cx[] = {{1, hms("07:10:00"), S10(3)}};
+	same_as_raw(f, "cx", "2026-10-05T07:00:00Z", "2026-10-05T07:30:00Z", cx, 1);
+}
+
 /* Splits one CSV line (RFC 4180, quotes) into at most max fields, in place. */
 static int csv_split(char *line, char **fields, int max)
 {
@@ -1616,6 +1668,8 @@ int main(void)
 	                teardown),
 	        cmocka_unit_test_setup_teardown(
 	                rollups_match_the_raw_rating_around_stops_and_overlaps, setup, teardown),
+	        cmocka_unit_test_setup_teardown(a_cancelled_rating_is_tried_again_never_parked,
+	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(the_worked_example_as_real_usage_invoices_1_28,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(
