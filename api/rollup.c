@@ -957,6 +957,19 @@ bool rollup_upkeep(PGconn *c, int64_t retention_us, char *err, size_t errlen)
 		        "partitions: dropped %s (rolled up, invoiced as final, past the retention)",
 		        PQgetvalue(r, 0, 0));
 	PQclear(r);
+	/* Parked marks keep their samples: say so, or the disk fills without a word. */
+	r = db_query(c,
+	             "SELECT count(*), min(sandbox_id), min(waiting) FROM rollup_queue "
+	             "WHERE waiting IS NOT NULL AND from_ts < now() - $1::interval",
+	             1, p, PGRES_TUPLES_OK, "could not read the parked marks", err, errlen);
+	if (r == NULL)
+		return false;
+	if (strcmp(PQgetvalue(r, 0, 0), "0") != 0)
+		log_warn("partitions: %s parked sandbox(es) keep raw samples past the retention "
+		         "(sandbox %s: %s); register the sandbox, or fix what keeps it from "
+		         "being rated, and its next sample rates it",
+		         PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2));
+	PQclear(r);
 	return true;
 }
 

@@ -1600,6 +1600,29 @@ static void dropping_old_raw_partitions_never_changes_an_invoice(void **state)
 	sql(f, "INSERT INTO rollup_queue (sandbox_id, from_ts, queued_at, waiting) VALUES "
 	       "('ghost', '2026-09-15T00:00:00Z', now(), 'not registered')");
 	assert_string_equal(text(f, drop, buf, sizeof buf), "");
+	/* ... and the service says why it keeps the partition */
+	unsetenv("METER_RAW_RETENTION");
+	assert_true(api_start(&f->api2, METER_API_BIN, f->db.url, "--log-level=info"));
+	setenv("METER_RAW_RETENTION", "0", 1);
+	static char log[1 << 16];
+	const char *said = "partitions: 1 parked sandbox(es) keep raw samples past the "
+	                   "retention (sandbox ghost: not registered)";
+	bool found = false;
+	for (int i = 0; i < 100 && !found; i++) {
+		FILE *lf = fopen(f->api2.log, "r");
+		size_t ln = lf ? fread(log, 1, sizeof log - 1, lf) : 0;
+		if (lf)
+			fclose(lf);
+		log[ln] = '\0';
+		found = strstr(log, said) != NULL;
+		if (!found)
+			usleep(50000);
+	}
+	if (!found)
+		fail_msg("meter-api did not say why it keeps old samples; its log:\n%s", log);
+	assert_int_equal(api_stop(&f->api2), 0);
+	assert_string_equal(
+	        text(f, "SELECT to_regclass('samples_202609') IS NOT NULL", buf, sizeof buf), "t");
 	sql(f, "DELETE FROM rollup_queue WHERE sandbox_id = 'ghost'");
 	const char *usage = "SELECT md5(string_agg(u::text, '|' ORDER BY u::text)) FROM "
 	                    "usage_hourly u";
