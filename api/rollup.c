@@ -89,6 +89,16 @@ static void arr_int(struct arr *a, int64_t v)
 	arr_put(a, b, (size_t)k);
 }
 
+/* An integer element, or NULL for METER_TIME_NONE. */
+static void arr_opt(struct arr *a, int64_t v)
+{
+	if (v != METER_TIME_NONE) {
+		arr_int(a, v);
+		return;
+	}
+	arr_put(a, a->n++ ? ",NULL" : "{NULL", 5);
+}
+
 /* The literal, or NULL when it could not be built. */
 static const char *arr_end(struct arr *a)
 {
@@ -119,6 +129,8 @@ struct inc {
 	bool at_window;     /* seeded: a sample (or seed) up to the window's start */
 	bool at_end;        /* any sample (or seed) at all */
 	struct meter_sample window, end; /* where it stood at the window's start, at its end */
+	int64_t ck_last, ck_cpu;         /* the same up to the read's start, as read (no started_at
+	                                  * raise): the checkpoint; METER_TIME_NONE when none */
 };
 
 enum fate {
@@ -297,13 +309,16 @@ static const char load_sql[] =
 	"FROM unnest($1::text[]) WITH ORDINALITY j(id, k) LEFT JOIN sandboxes s ON s.id = j.id";
 
 /*
- * For every sandbox to rate ($1, reading from $2 µs):
+ * For every sandbox to rate ($1, reading from $2 µs; $5 its mark's from_ts,
+ * NULL for "everything"):
  *   - kind 0, one row per incarnation: its first time in the sandbox's whole
  *     history (their order: dropped partitions and late samples included),
  *     and where it stood up to the read's start and at its end (the time of
  *     its last sample and its highest counter: meter_series_resume) from raw
- *     samples after the horizon $4 (late ones before it are never rated) and
- *     what dropped partitions knew (sample_seeds);
+ *     samples after the horizon $4 (late ones before it are never rated),
+ *     what dropped partitions knew (sample_seeds) and, when it still holds,
+ *     the sandbox's checkpoint (rollup_checkpoints, migrations/0011): then
+ *     only the samples after the checkpoint are read, not the whole life;
  *   - kind 1: its samples after the read's start.
  * $3, the lowest start, goes as a timestamptz constant, so the planner prunes
  * the partitions before it (a computed time alone would make it plan for
@@ -311,24 +326,49 @@ static const char load_sql[] =
  * never a hash join over a whole month's partition.
  */
 static const char read_sql[] =
-	"WITH j AS (SELECT * FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY j(id, w, k)) "
-	"SELECT 0, j.k, x.incarnation, " US("min(x.f)") ", " US("max(x.tw)") ", max(x.cw), "
+	"WITH j AS (SELECT * FROM unnest($1::text[], $2::bigint[], $5::bigint[]) "
+	"  WITH ORDINALITY j(id, w, m, k)), "
+	"jc AS (SELECT j.*, CASE WHEN c.upto < " TS("j.m") " AND c.upto <= " TS("j.w") " "
+	"  THEN c.upto ELSE '-infinity'::timestamptz END lo "
+	"  FROM j LEFT JOIN LATERAL (SELECT max(upto) upto FROM rollup_checkpoints "
+	"    WHERE sandbox_id = j.id) c ON true) "
+	"SELECT 0, jc.k, x.incarnation, " US("min(x.f)") ", " US("max(x.tw)") ", max(x.cw), "
 	"  " US("max(x.ta)") ", max(x.ca) "
-	"FROM j CROSS JOIN LATERAL ("
+	"FROM jc CROSS JOIN LATERAL ("
 	"  SELECT incarnation, min(ts) f, "
-	"    max(ts) FILTER (WHERE ts > $4::timestamptz AND ts <= " TS("j.w") ") tw, "
-	"    max(cpu_usage_us) FILTER (WHERE ts > $4::timestamptz AND ts <= " TS("j.w") ") cw, "
+	"    max(ts) FILTER (WHERE ts > $4::timestamptz AND ts <= " TS("jc.w") ") tw, "
+	"    max(cpu_usage_us) FILTER (WHERE ts > $4::timestamptz AND ts <= " TS("jc.w") ") cw, "
 	"    max(ts) FILTER (WHERE ts > $4::timestamptz) ta, "
 	"    max(cpu_usage_us) FILTER (WHERE ts > $4::timestamptz) ca "
-	"  FROM samples WHERE sandbox_id = j.id GROUP BY incarnation "
+	"  FROM samples WHERE sandbox_id = jc.id AND ts > jc.lo GROUP BY incarnation "
 	"  UNION ALL "
 	"  SELECT incarnation, first_ts, last_ts, max_cpu_usage_us, last_ts, max_cpu_usage_us "
-	"  FROM sample_seeds WHERE sandbox_id = j.id) x "
-	"GROUP BY j.k, x.incarnation "
+	"  FROM sample_seeds WHERE sandbox_id = jc.id "
+	"  UNION ALL "
+	"  SELECT incarnation, first_ts, last_ts, max_cpu_usage_us, last_ts, max_cpu_usage_us "
+	"  FROM rollup_checkpoints WHERE sandbox_id = jc.id AND jc.lo > '-infinity') x "
+	"GROUP BY jc.k, x.incarnation "
 	"UNION ALL "
 	"SELECT 1, j.k, s.incarnation, " US("s.ts") ", s.cpu_usage_us, NULL, NULL, NULL "
 	"FROM j CROSS JOIN LATERAL (SELECT incarnation, ts, cpu_usage_us FROM samples "
 	"  WHERE sandbox_id = j.id AND ts > " TS("j.w") " AND ts > $3::timestamptz) s";
+
+/*
+ * The checkpoints of the rated sandboxes ($1), replaced: one row per
+ * incarnation seen up to the read's start ($2..$7, one element per row).
+ */
+static const char checkpoint_sql[] =
+	"WITH old AS (DELETE FROM rollup_checkpoints WHERE sandbox_id = ANY ($1::text[]) "
+	"  AND (sandbox_id, incarnation) NOT IN "
+	"    (SELECT * FROM unnest($2::text[], $3::bigint[]))) "
+	"INSERT INTO rollup_checkpoints AS c (sandbox_id, incarnation, upto, first_ts, last_ts, "
+	"  max_cpu_usage_us) "
+	"SELECT s, i, " TS("u") ", " TS("f") ", " TS("l") ", m "
+	"FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], "
+	"  $7::bigint[]) v(s, i, u, f, l, m) "
+	"ON CONFLICT (sandbox_id, incarnation) DO UPDATE SET upto = EXCLUDED.upto, "
+	"  first_ts = EXCLUDED.first_ts, last_ts = EXCLUDED.last_ts, "
+	"  max_cpu_usage_us = EXCLUDED.max_cpu_usage_us";
 
 /*
  * Removes the rated sandboxes' marks ($4) and their hours from their window
@@ -531,7 +571,7 @@ static bool get_seed(const PGresult *r, int row, int col, const struct job *j, i
 /* Reads the history and the window of every sandbox to rate (read_sql) into its job. */
 static bool read_samples(PGconn *c, struct job *jobs, size_t n, char *err, size_t errlen)
 {
-	struct arr ids = {0}, from = {0};
+	struct arr ids = {0}, from = {0}, marks = {0};
 	size_t *at = calloc(n + 1, sizeof *at), m = 0;
 	int64_t lowest = INT64_MAX, horizon = METER_TIME_NONE;
 	PGresult *r = NULL;
@@ -543,6 +583,7 @@ static bool read_samples(PGconn *c, struct job *jobs, size_t n, char *err, size_
 			continue;
 		arr_str(&ids, jobs[i].sandbox);
 		arr_int(&from, jobs[i].from);
+		arr_opt(&marks, jobs[i].mark);
 		at[m++] = i;
 		if (jobs[i].from < lowest)
 			lowest = jobs[i].from;
@@ -558,10 +599,10 @@ static bool read_samples(PGconn *c, struct job *jobs, size_t n, char *err, size_
 		meter_time_format(horizon, hor, sizeof hor);
 	else
 		snprintf(hor, sizeof hor, "-infinity");
-	const char *p[] = {arr_end(&ids), arr_end(&from), low, hor};
-	if (p[0] == NULL || p[1] == NULL)
+	const char *p[] = {arr_end(&ids), arr_end(&from), low, hor, arr_end(&marks)};
+	if (p[0] == NULL || p[1] == NULL || p[4] == NULL)
 		goto oom;
-	r = rq(c, read_sql, 4, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
+	r = rq(c, read_sql, 5, p, PGRES_TUPLES_OK, "could not read samples", err, errlen);
 	if (r == NULL)
 		goto out;
 	/* Twice over the rows: count per sandbox, then fill. */
@@ -585,9 +626,13 @@ static bool read_samples(PGconn *c, struct job *jobs, size_t n, char *err, size_
 			if (kind == 0) {
 				struct inc *x = &j->incs[j->ninc++];
 				x->inc = inc;
+				x->ck_last = x->ck_cpu = METER_TIME_NONE;
 				good = get_int(r, row, 3, &x->first) &&
 				       get_seed(r, row, 4, j, inc, &x->at_window, &x->window) &&
-				       get_seed(r, row, 6, j, inc, &x->at_end, &x->end);
+				       get_seed(r, row, 6, j, inc, &x->at_end, &x->end) &&
+				       (PQgetisnull(r, row, 4) ||
+				        (get_int(r, row, 4, &x->ck_last) &&
+				         get_int(r, row, 5, &x->ck_cpu)));
 			} else {
 				struct smp *s = &jobs[at[k - 1]].s[j->n++];
 				s->inc = inc;
@@ -614,6 +659,7 @@ out:
 	PQclear(r);
 	arr_free(&ids);
 	arr_free(&from);
+	arr_free(&marks);
 	free(at);
 	return ok;
 }
@@ -691,6 +737,55 @@ rule:
 }
 
 /*
+ * Replaces the checkpoints of the rated sandboxes: where each incarnation
+ * that has a sample (or seed) up to the read's start stood there, so the next
+ * rating reads only what came after (read_sql says when it may).
+ */
+static bool store_checkpoints(PGconn *c, const struct job *jobs, size_t n, char *err, size_t errlen)
+{
+	struct arr a[7] = {{0}};
+	bool ok = false;
+	size_t rated = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct job *j = &jobs[i];
+		if (j->fate != RATE)
+			continue;
+		arr_str(&a[0], j->sandbox);
+		rated++;
+		for (size_t k = 0; k < j->ninc; k++) {
+			const struct inc *x = &j->incs[k];
+			if (x->first > j->from)
+				continue; /* nothing of it up to the read's start */
+			arr_str(&a[1], j->sandbox);
+			arr_int(&a[2], x->inc);
+			arr_int(&a[3], j->from);
+			arr_int(&a[4], x->first);
+			arr_opt(&a[5], x->ck_last);
+			arr_opt(&a[6], x->ck_last == METER_TIME_NONE ? METER_TIME_NONE : x->ck_cpu);
+		}
+	}
+	const char *p[7];
+	PGresult *r = NULL;
+	if (rated == 0) {
+		ok = true;
+		goto out;
+	}
+	for (int k = 0; k < 7; k++)
+		if ((p[k] = arr_end(&a[k])) == NULL) {
+			snprintf(err, errlen, "could not store checkpoints: out of memory");
+			goto out;
+		}
+	r = rq(c, checkpoint_sql, 7, p, PGRES_COMMAND_OK, "could not store checkpoints", err,
+	       errlen);
+	ok = r != NULL;
+out:
+	PQclear(r);
+	for (int k = 0; k < 7; k++)
+		arr_free(&a[k]);
+	return ok;
+}
+
+/*
  * Stores the batch: the rated sandboxes' hours replaced from their windows
  * on, account_month kept in step, their marks removed; the others parked.
  */
@@ -749,7 +844,11 @@ static bool store(PGconn *c, struct job *jobs, size_t n, char *err, size_t errle
 		       errlen);
 		if (r == NULL)
 			goto out;
+		PQclear(r);
+		r = NULL;
 	}
+	if (!store_checkpoints(c, jobs, n, err, errlen))
+		goto out;
 	ok = true;
 	goto out;
 oom:

@@ -260,6 +260,7 @@ static const struct hot {
         {"api/rollup.c read: seeds and window (samples)", "CROSS JOIN LATERAL", true},
         {"api/rollup.c clear: marks, old hours", "WITH gone AS (DELETE FROM rollup_queue", true},
         {"api/rollup.c insert: new hours", "WITH ins AS (INSERT INTO usage_hourly", true},
+        {"api/rollup.c checkpoints", "INSERT INTO rollup_checkpoints", true},
         {"api/rollup.c park a mark", "UPDATE rollup_queue SET waiting", false},
 };
 #define NHOT (sizeof hot / sizeof hot[0])

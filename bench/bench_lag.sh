@@ -18,22 +18,26 @@
 # Never a test: figures only; exits 0 unless it could not run.
 #
 #   bash bench/bench_lag.sh [--sandboxes N] [--interval DURATION] [--seconds S]
-#                           [--rollup-idle DURATION]
-#   (defaults: 3000 sandboxes, 10s, 60 s, meter-api's own default)
+#                           [--rollup-idle DURATION] [--history HOURS]
+#   (defaults: 3000 sandboxes, 10s, 60 s, meter-api's own default, 0)
+# --history gives every sandbox (and the probe) HOURS of samples at the
+# interval before the run, already rolled up: sandboxes that have lived that
+# long, whose every new round must not cost more to rate than a young one's.
 #
 # METER_BUILD names a build folder to take the programs from; otherwise the
 # normal build is made. Everything it starts (programs, cluster, folders) is
 # removed on exit, failure or Ctrl-C.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-nsb=3000 interval=10s secs=60 idle=
-usage() { echo "usage: bench_lag.sh [--sandboxes N] [--interval DURATION] [--seconds S] [--rollup-idle DURATION]" >&2; exit 2; }
+nsb=3000 interval=10s secs=60 idle= history=0
+usage() { echo "usage: bench_lag.sh [--sandboxes N] [--interval DURATION] [--seconds S] [--rollup-idle DURATION] [--history HOURS]" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--sandboxes) nsb=${2:-}; shift 2 || usage ;;
 	--interval) interval=${2:-}; shift 2 || usage ;;
 	--seconds) secs=${2:-}; shift 2 || usage ;;
 	--rollup-idle) idle=${2:-}; shift 2 || usage ;;
+	--history) history=${2:-}; shift 2 || usage ;;
 	*) usage ;;
 	esac
 done
@@ -41,6 +45,7 @@ done
 [[ $secs =~ ^[0-9]+$ && $secs -ge 5 ]] || { echo "bench_lag: --seconds must be a whole number, at least 5" >&2; exit 2; }
 [[ $interval =~ ^[0-9]+(ms|s|m)$ ]] || { echo "bench_lag: --interval like 500ms, 10s or 1m" >&2; exit 2; }
 [[ -z $idle || $idle =~ ^[0-9]+(ms|s)$ ]] || { echo "bench_lag: --rollup-idle like 50ms or 1s" >&2; exit 2; }
+[[ $history =~ ^[0-9]+$ && $history -le 2000 ]] || { echo "bench_lag: --history must be 0 to 2000 hours" >&2; exit 2; }
 command -v curl >/dev/null && command -v jq >/dev/null ||
 	{ echo "bench_lag: needs curl and jq (apt-get install curl jq)" >&2; exit 1; }
 build=${METER_BUILD:-$(bash "$here/scripts/build.sh" | tail -n 1)}
@@ -66,9 +71,9 @@ sql() { psql -X -q -v ON_ERROR_STOP=1 -tA -d "$url" "$@"; }
 sql >/dev/null <<SQL
 INSERT INTO accounts (id, name, plan) VALUES ('lag', 'Lag', 'paid');
 INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at)
-SELECT 'sb-' || i, 'lag', 2, 4, now() FROM generate_series(1, $nsb) i;
+SELECT 'sb-' || i, 'lag', 2, 4, now() - interval '$history hours' FROM generate_series(1, $nsb) i;
 INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at)
-VALUES ('probe', 'lag', 2, 4, now() - interval '1 minute');
+VALUES ('probe', 'lag', 2, 4, now() - interval '$history hours' - interval '1 minute');
 SQL
 
 # The fake tree: sandboxes/lag/sb-N, cgroup v2 files as a host has them.
@@ -87,6 +92,28 @@ for i in $(seq 1 "$nsb"); do
 	printf 'anon 4096\nfile 100\nkernel 1024\nsock 0\n' >"$d/memory.stat"
 done
 
+# The history: every sandbox's earlier samples, in the incarnation the collector
+# will report (the folder's inode), with a counter below what the tree shows.
+if (( history > 0 )); then
+	for i in $(seq 1 "$nsb"); do
+		echo "sb-$i $(stat -c %i "$cg/sb-$i")"
+	done >"$work/inodes"
+	sql >/dev/null <<SQL
+CREATE TEMP TABLE inodes (id text, inode bigint);
+\copy inodes FROM '$work/inodes' WITH (DELIMITER ' ')
+INSERT INTO inodes VALUES ('probe', 1);
+GRANT SELECT ON inodes TO meter_collector;
+SET ROLE meter_collector;
+INSERT INTO samples (sandbox_id, incarnation, ts, account_id, host, cpu_usage_us)
+SELECT n.id, n.inode, g.t, 'lag', 'lag', 0
+FROM inodes n, generate_series(now() - interval '$history hours', now() - interval '1 minute',
+                               interval '$interval_ms milliseconds') g(t);
+RESET ROLE;
+SQL
+	hist_rows=$(sql -c "SELECT count(*) FROM samples")
+	echo "bench_lag: $hist_rows samples of history ($history h per sandbox); rolling them up first" >&2
+fi
+
 port=$((20000 + $$ % 20000))
 "$build/meter-api" --listen "127.0.0.1:$port" --log-level warn ${idle:+--rollup-idle "$idle"} \
 	>"$work/api.log" 2>&1 &
@@ -96,6 +123,14 @@ for _ in $(seq 1 300); do
 	kill -0 "$api_pid" 2>/dev/null || { cat "$work/api.log" >&2; echo "bench_lag: meter-api did not start" >&2; exit 1; }
 	sleep 0.1
 done
+if (( history > 0 )); then
+	t0=$(date +%s)
+	until [[ $(sql -c "SELECT count(*) FROM rollup_queue WHERE waiting IS NULL") == 0 ]]; do
+		(( $(date +%s) - t0 < 3600 )) || { echo "bench_lag: the history was not rolled up in an hour" >&2; exit 1; }
+		sleep 1
+	done
+	echo "bench_lag: history rolled up in $(( $(date +%s) - t0 )) s" >&2
+fi
 # A sandbox of this tree keeps 6 cgroup files open; the collector keeps 64
 # more for itself and samples only the sandboxes whose files fit below the
 # open file limit (it says so loudly). Raise the limit when it is too low and
@@ -161,7 +196,7 @@ pct() { sed -n "$(( (probes * $1 + 99) / 100 ))p" "$work/lags.sorted"; }
 p50=$(pct 50) p99=$(pct 99) max=$(tail -n 1 "$work/lags.sorted")
 sps=$(awk -v n=$((n1 - n0)) -v ms=$((t_end - t_start)) 'BEGIN { printf "%.0f", n * 1000 / ms }')
 goal_ms=$((interval_ms + 1000))
-echo "bench_lag: $nsb sandboxes sampled every $interval by meter-collector (fake v2 tree), $(nproc) cores, $(date -u +%Y-%m-%d)"
+echo "bench_lag: $nsb sandboxes sampled every $interval by meter-collector (fake v2 tree), each with $history h of history, $(nproc) cores, $(date -u +%Y-%m-%d)"
 expected=$(awk -v n="$nsb" -v ms="$interval_ms" 'BEGIN { printf "%.0f", n * 1000 / ms }')
 echo "bench_lag: ingest $sps samples/s reached the table, of $expected/s the collector takes (rounds land at once, so a window that is not a whole number of intervals reads a little off)"
 echo "bench_lag: $probes probes over $(( (t_end - t_start) / 1000 )) s (not visible within 120 s: $lost), max ${max} ms; marks pending at the end: $pending"

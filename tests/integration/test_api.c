@@ -837,6 +837,108 @@ static void a_cancelled_rating_is_tried_again_never_parked(void **state)
 	same_as_raw(f, "cx", "2026-10-05T07:00:00Z", "2026-10-05T07:30:00Z", cx, 1);
 }
 
+/* Library order: incarnations by first appearance, then time. */
+static int by_time(const void *a, const void *b)
+{
+	const struct meter_sample *x = a, *y = b;
+	return x->t_us < y->t_us ? -1 : x->t_us > y->t_us;
+}
+
+static size_t library_order(const struct meter_sample *in, size_t n, struct meter_sample *out)
+{
+	struct meter_sample t[64];
+	memcpy(t, in, n * sizeof *in);
+	qsort(t, n, sizeof *t, by_time);
+	size_t m = 0;
+	for (size_t a = 0; a < n; a++) {
+		bool seen = false;
+		for (size_t b = 0; b < a; b++)
+			seen |= t[b].incarnation == t[a].incarnation;
+		for (size_t b = a; !seen && b < n; b++)
+			if (t[b].incarnation == t[a].incarnation)
+				out[m++] = t[b];
+	}
+	return m;
+}
+
+/*
+ * A sandbox that lives for hours is rated from its checkpoint (its last read's
+ * start), not its whole life, and the rollups still equal rating every raw
+ * sample: in order, a counter that goes down, a new incarnation, a sample
+ * late by hours (which the checkpoint cannot hold: it reads the history
+ * again), a duplicate, and the stop.
+ */
+static void a_long_lived_sandbox_is_rated_from_its_checkpoint(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) VALUES "
+	       "('lv', 'acme', 2, 4, '2026-10-05T00:00:00Z')");
+	struct meter_sample all[64], sorted[64];
+	size_t n = 0;
+	int64_t cpu = 0;
+	char q[256], ts[METER_TIME_BUF], want[METER_TIME_BUF + 8];
+	for (int h = 0; h < 5; h++) {
+		for (int k = 0; k < 6; k++) {
+			char hms_[16];
+			snprintf(hms_, sizeof hms_, "%02d:%02d:00", h, 5 + 10 * k);
+			cpu += S10(1 + (h + k) % 3);
+			all[n++] = (struct meter_sample){1, hms(hms_), cpu};
+			insert(f, "lv", &all[n - 1]);
+		}
+		wait_rollups(f);
+		size_t m = library_order(all, n, sorted);
+		same_as_raw(f, "lv", "2026-10-05T00:00:00Z", NULL, sorted, m);
+		if (h > 0) { /* rated from where the hour began: the checkpoint is there */
+			snprintf(want, sizeof want, "2026-10-05T%02d:00:00Z", h);
+			assert_int_equal(num(f, "SELECT count(*) FROM rollup_checkpoints WHERE "
+			                        "sandbox_id = 'lv'"),
+			                 1);
+			PGresult *r =
+			        PQexec(f->db.conn,
+			               "SELECT to_char(upto AT TIME ZONE 'UTC', "
+			               "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM rollup_checkpoints");
+			assert_string_equal(PQgetvalue(r, 0, 0), want);
+			PQclear(r);
+		}
+	}
+	const struct {
+		int64_t inc;
+		const char *at;
+		int64_t cpu;
+	} steps[] = {
+	        {1, "04:57:00", S10(2)},  /* below what the counter had: adds nothing */
+	        {9, "05:10:00", S10(1)},  /* a new incarnation */
+	        {9, "05:20:00", S10(4)},  /* and on */
+	        {1, "01:33:00", S10(30)}, /* hours late: the checkpoint does not hold */
+	        {9, "05:20:00", S10(4)},  /* a duplicate */
+	        {9, "06:10:00", S10(6)},  /* the next hour, from a checkpoint again */
+	};
+	for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+		struct meter_sample x = {steps[i].inc, hms(steps[i].at), steps[i].cpu};
+		insert(f, "lv", &x);
+		bool dup = false;
+		for (size_t k = 0; k < n; k++)
+			dup |= all[k].incarnation == x.incarnation && all[k].t_us == x.t_us;
+		if (!dup)
+			all[n++] = x;
+		wait_rollups(f);
+		size_t m = library_order(all, n, sorted);
+		same_as_raw(f, "lv", "2026-10-05T00:00:00Z", NULL, sorted, m);
+	}
+	assert_int_equal(num(f, "SELECT count(*) FROM rollup_checkpoints WHERE sandbox_id = 'lv'"),
+	                 2); /* both incarnations */
+	/* the stop */
+	meter_time_format(hms("06:30:00"), ts, sizeof ts);
+	snprintf(q, sizeof q, "{\"stopped_at\": \"%s\"}", ts);
+	struct http_res r = call(f, "POST", "/v1/sandboxes/lv/stop", f->admin, q);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	wait_rollups(f);
+	size_t m = library_order(all, n, sorted);
+	same_as_raw(f, "lv", "2026-10-05T00:00:00Z", "2026-10-05T06:30:00Z", sorted, m);
+}
+
 /* Splits one CSV line (RFC 4180, quotes) into at most max fields, in place. */
 static int csv_split(char *line, char **fields, int max)
 {
@@ -1692,6 +1794,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                rollups_match_the_raw_rating_around_stops_and_overlaps, setup, teardown),
 	        cmocka_unit_test_setup_teardown(a_cancelled_rating_is_tried_again_never_parked,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(a_long_lived_sandbox_is_rated_from_its_checkpoint,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(the_worked_example_as_real_usage_invoices_1_28,
 	                                        setup, teardown),

@@ -335,6 +335,7 @@ static const struct placement {
         {"sandboxes", BY_SANDBOX, "id"},
         {"samples", BY_SANDBOX, "sandbox_id"},
         {"sample_seeds", BY_SANDBOX, "sandbox_id"},
+        {"rollup_checkpoints", BY_SANDBOX, "sandbox_id"},
         {"rollup_queue", BY_SANDBOX, "sandbox_id"},
         /* The billing side: every read the API serves names the account. */
         {"accounts", BY_ACCOUNT, "id"},
