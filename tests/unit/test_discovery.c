@@ -207,18 +207,25 @@ static void an_emptied_cgroup_gets_a_final_sample_at_once(void **state)
  * COLLECTOR_FD_RESERVE descriptors for itself: rescans go on, retire nothing
  * that is there, and take the others as room is freed.
  */
-static void at_the_open_file_limit_what_fits_is_sampled_and_the_rest_waits(void **state)
+/* A v2 collector under an open file limit of limit, with n sandboxes, scanned once. */
+static void start_limited(unsigned limit, int n)
 {
-	(void)state;
-	char path[1536], rel[64];
-	/* room for 5: 6 files each, the last one's check asks for the most (CG_NFILES + 1) */
-	assert_true(fdfill_limit(COLLECTOR_FD_RESERVE + 4 * 6 + CG_NFILES + 1));
+	char rel[64];
+	assert_true(fdfill_limit(limit));
 	start(FAKE_V2, "v2", PATTERN);
-	for (int i = 0; i < 12; i++) {
+	for (int i = 0; i < n; i++) {
 		snprintf(rel, sizeof rel, "sandboxes/acme/sb-%d", i);
 		assert_true(fakecg_sandbox(root, FAKE_V2, rel, 10 + i));
 	}
 	collector_scan(&c);
+}
+
+static void at_the_open_file_limit_what_fits_is_sampled_and_the_rest_waits(void **state)
+{
+	(void)state;
+	char path[1536];
+	/* room for 5: 6 files each, the last one's check asks for the most (CG_NFILES + 1) */
+	start_limited(COLLECTOR_FD_RESERVE + 4 * 6 + CG_NFILES + 1, 12);
 	assert_int_equal(c.nsandboxes, 5);
 	assert_int_equal(c.stats.unsampled, 7);
 	assert_int_equal(c.files_open, 5 * 6);
@@ -247,14 +254,7 @@ static void at_the_open_file_limit_what_fits_is_sampled_and_the_rest_waits(void 
 static void a_scan_that_cannot_read_a_folder_retires_no_sandbox(void **state)
 {
 	(void)state;
-	char rel[64];
-	assert_true(fdfill_limit(512));
-	start(FAKE_V2, "v2", PATTERN);
-	for (int i = 0; i < 3; i++) {
-		snprintf(rel, sizeof rel, "sandboxes/acme/sb-%d", i);
-		assert_true(fakecg_sandbox(root, FAKE_V2, rel, 10 + i));
-	}
-	collector_scan(&c);
+	start_limited(512, 3);
 	assert_int_equal(c.nsandboxes, 3);
 	assert_true(fdfill_exhaust(0) > 0);
 	DIR *d = opendir(root);
