@@ -1772,6 +1772,52 @@ static void dropping_old_raw_partitions_never_changes_an_invoice(void **state)
 	free(again10);
 }
 
+/*
+ * Samples in the default partition (a clock behind stamps them before the
+ * first month) that a partition drop leaves below the horizon are seeded:
+ * rating from the checkpoint and rating the whole history again give the
+ * same, and both what rating every raw sample gives.
+ */
+static void the_horizon_passing_default_rows_keeps_both_reads_equal(void **state)
+{
+	struct fx *f = *state;
+	char buf[128];
+	seed(f);
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) VALUES "
+	       "('hz', 'acme', 2, 4, '2026-09-25T01:00:00Z')");
+	const char *at_[] = {"2026-08-31T10:00:00Z", "2026-09-26T10:00:00Z", "2026-08-31T11:00:00Z",
+	                     "2026-10-05T10:05:00Z", "2026-10-05T10:15:00Z"};
+	const int64_t cpu[] = {S10(1), S10(2), S10(10), S10(11), S10(11) + 5000000};
+	struct meter_sample all[5], sorted[5];
+	for (int i = 0; i < 5; i++) {
+		all[i] = (struct meter_sample){1, 0, cpu[i]};
+		meter_time_parse(at_[i], &all[i].t_us);
+	}
+	for (int i = 0; i < 4; i++) {
+		insert(f, "hz", &all[i]);
+		wait_rollups(f);
+	}
+	assert_string_equal(text(f, "SELECT count(*) FROM samples_default", buf, sizeof buf), "2");
+	/* September final, then dropped: the horizon moves to October */
+	char *inv = invoice_body(f, "2026-09");
+	free(inv);
+	assert_non_null(strstr(
+	        text(f, "SELECT array_to_string(meter_drop_sample_partitions('35 days'), ',')", buf,
+	             sizeof buf),
+	        "samples_202609"));
+	assert_string_equal(text(f, "SELECT raw_from FROM sample_horizon", buf, sizeof buf),
+	                    "2026-10-01 00:00:00+00");
+	insert(f, "hz", &all[4]);
+	wait_rollups(f);
+	size_t m = library_order(all, 5, sorted);
+	same_as_raw(f, "hz", "2026-09-25T01:00:00Z", NULL, sorted, m);
+	/* the whole history read again (no checkpoint): the same */
+	sql(f, "DELETE FROM rollup_checkpoints WHERE sandbox_id = 'hz'");
+	sql(f, "INSERT INTO rollup_queue VALUES ('hz', '2026-10-05T10:00:00Z', now())");
+	wait_rollups(f);
+	same_as_raw(f, "hz", "2026-09-25T01:00:00Z", NULL, sorted, m);
+}
+
 int main(void)
 {
 	/* Raw partitions are dropped by the one test that means to (the test data is old). */
@@ -1797,6 +1843,8 @@ int main(void)
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(a_long_lived_sandbox_is_rated_from_its_checkpoint,
 	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                the_horizon_passing_default_rows_keeps_both_reads_equal, setup, teardown),
 	        cmocka_unit_test_setup_teardown(the_worked_example_as_real_usage_invoices_1_28,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(
