@@ -36,7 +36,7 @@ void cg_close(struct cg_handle *h)
 	}
 }
 
-static bool gone_errno(int e)
+bool cg_gone_errno(int e)
 {
 	return e == ENOENT || e == ENODEV || e == ESTALE;
 }
@@ -57,16 +57,32 @@ static int open_in(const char *dir, const char *rel, const char *name)
 	return open(path, O_RDONLY | O_CLOEXEC);
 }
 
+/* Out of descriptors or memory: passing, and never a reason to call a file absent. */
+static bool resource_errno(int e)
+{
+	return e == EMFILE || e == ENFILE || e == ENOMEM;
+}
+
 /*
- * Opens an optional file into *fd: -1 when the host lacks it (ENOENT). Any
- * other failure (EMFILE at the open file limit, EACCES) is not "absent": it
- * returns false with errno set, so the caller fails the whole open rather
- * than report a figure the host has as missing.
+ * Opens an optional file into *fd: -1 when the host lacks it (ENOENT) or
+ * refuses it (EACCES, EPERM: then h->refused names it, for one warning).
+ * Running out of descriptors or memory is not "absent": false with errno
+ * set, so the caller fails the whole open rather than report a figure the
+ * host has as missing, and tries again later.
  */
-static bool open_optional(int *fd, const char *dir, const char *rel, const char *name)
+static bool open_optional(struct cg_handle *h, int *fd, const char *dir, const char *rel,
+                          const char *name)
 {
 	*fd = open_in(dir, rel, name);
-	return *fd >= 0 || errno == ENOENT;
+	if (*fd >= 0 || errno == ENOENT)
+		return true;
+	if (resource_errno(errno))
+		return false;
+	if (h->refused == NULL) {
+		h->refused = name;
+		h->refused_errno = errno;
+	}
+	return true;
 }
 
 enum cg_status cg_open(struct cg_handle *h, const struct cg_layout *l, const char *rel)
@@ -76,7 +92,7 @@ enum cg_status cg_open(struct cg_handle *h, const struct cg_layout *l, const cha
 	cg_init(h);
 	snprintf(path, sizeof path, "%s/%s", cg_layout_primary(l), rel);
 	if (stat(path, &st) != 0)
-		return gone_errno(errno) ? CG_GONE : CG_ERROR;
+		return cg_gone_errno(errno) ? CG_GONE : CG_ERROR;
 	h->inode = (int64_t)st.st_ino;
 
 	/* CPU usage: v2 cpu.stat, else v1 cpuacct.usage. It must be there. */
@@ -88,31 +104,31 @@ enum cg_status cg_open(struct cg_handle *h, const struct cg_layout *l, const cha
 		goto fail;
 
 	/* Memory: v2 files when the v2 hierarchy has them, else v1. */
-	if (!open_optional(&h->fd[CG_MEM_CUR], l->v2, rel, "memory.current"))
+	if (!open_optional(h, &h->fd[CG_MEM_CUR], l->v2, rel, "memory.current"))
 		goto fail;
 	h->mem_v2 = h->fd[CG_MEM_CUR] >= 0;
 	if (h->mem_v2) {
-		if (!open_optional(&h->fd[CG_MEM_PEAK], l->v2, rel, "memory.peak") ||
-		    !open_optional(&h->fd[CG_MEM_STAT], l->v2, rel, "memory.stat") ||
-		    !open_optional(&h->fd[CG_MEM_MAX], l->v2, rel, "memory.max"))
+		if (!open_optional(h, &h->fd[CG_MEM_PEAK], l->v2, rel, "memory.peak") ||
+		    !open_optional(h, &h->fd[CG_MEM_STAT], l->v2, rel, "memory.stat") ||
+		    !open_optional(h, &h->fd[CG_MEM_MAX], l->v2, rel, "memory.max"))
 			goto fail;
-	} else if (!open_optional(&h->fd[CG_MEM_CUR], l->memory, rel, "memory.usage_in_bytes") ||
-	           !open_optional(&h->fd[CG_MEM_PEAK], l->memory, rel,
+	} else if (!open_optional(h, &h->fd[CG_MEM_CUR], l->memory, rel, "memory.usage_in_bytes") ||
+	           !open_optional(h, &h->fd[CG_MEM_PEAK], l->memory, rel,
 	                          "memory.max_usage_in_bytes") ||
-	           !open_optional(&h->fd[CG_MEM_STAT], l->memory, rel, "memory.stat") ||
-	           !open_optional(&h->fd[CG_MEM_MAX], l->memory, rel, "memory.limit_in_bytes") ||
-	           !open_optional(&h->fd[CG_MEM_KMEM], l->memory, rel,
+	           !open_optional(h, &h->fd[CG_MEM_STAT], l->memory, rel, "memory.stat") ||
+	           !open_optional(h, &h->fd[CG_MEM_MAX], l->memory, rel, "memory.limit_in_bytes") ||
+	           !open_optional(h, &h->fd[CG_MEM_KMEM], l->memory, rel,
 	                          "memory.kmem.usage_in_bytes")) {
 		goto fail;
 	}
 
 	/* CPU limit: v2 cpu.max, else v1 CFS quota and period. */
-	if (!open_optional(&h->fd[CG_CPU_MAX], l->v2, rel, "cpu.max"))
+	if (!open_optional(h, &h->fd[CG_CPU_MAX], l->v2, rel, "cpu.max"))
 		goto fail;
 	h->cpumax_v2 = h->fd[CG_CPU_MAX] >= 0;
 	if (!h->cpumax_v2) {
-		if (!open_optional(&h->fd[CG_CPU_MAX], l->cpu, rel, "cpu.cfs_quota_us") ||
-		    !open_optional(&h->fd[CG_CPU_PERIOD], l->cpu, rel, "cpu.cfs_period_us"))
+		if (!open_optional(h, &h->fd[CG_CPU_MAX], l->cpu, rel, "cpu.cfs_quota_us") ||
+		    !open_optional(h, &h->fd[CG_CPU_PERIOD], l->cpu, rel, "cpu.cfs_period_us"))
 			goto fail;
 		if (h->fd[CG_CPU_PERIOD] < 0 && h->fd[CG_CPU_MAX] >= 0) {
 			close(h->fd[CG_CPU_MAX]);
@@ -120,7 +136,7 @@ enum cg_status cg_open(struct cg_handle *h, const struct cg_layout *l, const cha
 		}
 	}
 	int events;
-	if (!open_optional(&events, l->v2, rel, "cgroup.events"))
+	if (!open_optional(h, &events, l->v2, rel, "cgroup.events"))
 		goto fail;
 	h->has_events = events >= 0;
 	if (events >= 0)
@@ -130,7 +146,7 @@ fail:;
 	int e = errno;
 	cg_close(h);
 	errno = e;
-	return gone_errno(e) ? CG_GONE : CG_ERROR;
+	return cg_gone_errno(e) ? CG_GONE : CG_ERROR;
 }
 
 int cg_files_open(const struct cg_handle *h)
@@ -281,7 +297,7 @@ enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **w
 		if (n < 0) {
 			if (which_file)
 				*which_file = names[f];
-			return gone_errno(errno) ? CG_GONE : CG_ERROR;
+			return cg_gone_errno(errno) ? CG_GONE : CG_ERROR;
 		}
 		size_t len = (size_t)n;
 		bool ok = true;
@@ -379,15 +395,26 @@ enum cg_status cg_read_populated(const struct cg_handle *h, const struct cg_layo
 		errno = ENOENT;
 		return CG_ERROR;
 	}
+	/* By path, so first make sure the folder is still this incarnation's: one
+	 * made again under the name starts empty, and its "populated 0" is not ours. */
+	char dir[CG_PATH_MAX * 2 + 8];
+	struct stat st;
+	snprintf(dir, sizeof dir, "%s/%s", cg_layout_primary(l), rel);
+	if (stat(dir, &st) != 0)
+		return cg_gone_errno(errno) ? CG_GONE : CG_ERROR;
+	if ((int64_t)st.st_ino != h->inode) {
+		errno = ENOENT;
+		return CG_GONE;
+	}
 	int fd = open_in(l->v2, rel, "cgroup.events");
 	if (fd < 0)
-		return gone_errno(errno) ? CG_GONE : CG_ERROR;
+		return cg_gone_errno(errno) ? CG_GONE : CG_ERROR;
 	ssize_t n = read_file(fd, buf, sizeof buf);
 	int e = errno;
 	close(fd);
 	errno = e;
 	if (n < 0)
-		return gone_errno(errno) ? CG_GONE : CG_ERROR;
+		return cg_gone_errno(errno) ? CG_GONE : CG_ERROR;
 	if (!cg_parse_keyed(buf, (size_t)n, "populated", &v))
 		return CG_BADDATA;
 	*populated = v != 0;

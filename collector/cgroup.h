@@ -65,8 +65,10 @@ struct cg_handle {
 	int fd[CG_NFILES];
 	bool cpu_v2, mem_v2, cpumax_v2;
 	bool has_events; /* cgroup.events is there (v2); opened only when inotify says it changed */
-	int64_t inode;   /* of the folder in the primary hierarchy: the incarnation */
-	int limit_age;   /* readings until the limits are read again; 0: now */
+	const char *refused; /* an optional file there that could not be opened (EACCES), or NULL */
+	int refused_errno;
+	int64_t inode; /* of the folder in the primary hierarchy: the incarnation */
+	int limit_age; /* readings until the limits are read again; 0: now */
 	int64_t mem_limit, cpu_limit_millicores; /* the last limits read */
 };
 
@@ -80,11 +82,15 @@ enum cg_status {
 /*
  * Opens the files of the cgroup at rel (relative to each hierarchy). CPU
  * usage is required: CG_GONE when the cgroup is not there (any more). A file
- * that does not exist is absent; one that exists but cannot be opened (EMFILE
- * at the open file limit, EACCES) is CG_ERROR with errno, never "absent". On
+ * that does not exist is absent; so is an optional one the host refuses
+ * (EACCES: h->refused names it). Running out of descriptors or memory
+ * (EMFILE, ENFILE, ENOMEM) is CG_ERROR with errno, never "absent". On
  * failure nothing stays open and errno says why.
  */
 enum cg_status cg_open(struct cg_handle *h, const struct cg_layout *l, const char *rel);
+
+/* True for the errno of a cgroup (or a file of it) that is not there any more. */
+bool cg_gone_errno(int e);
 
 /* How many files the handle keeps open (at most CG_NFILES). */
 int cg_files_open(const struct cg_handle *h);

@@ -75,9 +75,19 @@ bool collector_init(struct collector *c, const struct collector_config *cfg, cha
 		c->files_max = rl.rlim_cur > COLLECTOR_FD_RESERVE
 		                       ? (size_t)(rl.rlim_cur - COLLECTOR_FD_RESERVE)
 		                       : 0;
-	log_info("watching %s cgroups under \"%s\" (sandboxes found in \"%s\"; the open file "
-	         "limit has room for at least %zu)",
-	         layout_name(&c->layout), cfg->root, primary(c), c->files_max / CG_NFILES);
+	char room[160] = "no open file limit";
+	if (c->files_max != SIZE_MAX) {
+		/* a v2 sandbox keeps 6 files open, a v1 or hybrid one 8; the check
+		 * room_for_one() makes asks for CG_NFILES + 1 */
+		size_t per = strcmp(layout_name(&c->layout), "v2") == 0 ? 6 : 8;
+		size_t fit = c->files_max >= CG_NFILES + 1
+		                     ? (c->files_max - CG_NFILES - 1) / per + 1
+		                     : 0;
+		snprintf(room, sizeof room, "the open file limit, %llu, has room for %zu",
+		         (unsigned long long)rl.rlim_cur, fit);
+	}
+	log_info("watching %s cgroups under \"%s\" (sandboxes found in \"%s\"; %s)",
+	         layout_name(&c->layout), cfg->root, primary(c), room);
 	return true;
 fail:
 	collector_free(c);
@@ -179,6 +189,27 @@ static bool room_for_one(struct collector *c, const char *id)
 	return false;
 }
 
+/* The scan could not read rel: sandboxes at or below it are not retired by it. */
+static void unreadable(struct collector *c, const char *rel)
+{
+	if (c->nunread < COLLECTOR_UNREAD_MAX)
+		snprintf(c->unread[c->nunread], sizeof c->unread[0], "%s", rel);
+	c->nunread++;
+}
+
+static bool below_unreadable(const struct collector *c, const char *rel)
+{
+	if (c->nunread > COLLECTOR_UNREAD_MAX)
+		return true;
+	for (size_t i = 0; i < c->nunread; i++) {
+		size_t n = strlen(c->unread[i]);
+		if (n == 0 ||
+		    (strncmp(rel, c->unread[i], n) == 0 && (rel[n] == '\0' || rel[n] == '/')))
+			return true;
+	}
+	return false;
+}
+
 /* Takes in the sandbox at rel; false when whether it is there could not be told. */
 static bool add_sandbox(struct collector *c, const char *rel, const char *id, const char *account,
                         bool loud)
@@ -196,9 +227,10 @@ static bool add_sandbox(struct collector *c, const char *rel, const char *id, co
 	struct stat st;
 	snprintf(path, sizeof path, "%s/%s", primary(c), rel);
 	if (stat(path, &st) != 0) {
-		if (errno == ENOENT || errno == ENOTDIR)
+		if (errno == ENOTDIR || cg_gone_errno(errno))
 			return true; /* gone: a known sandbox there is retired by the scan */
 		log_warn("sandbox %s: could not look at \"%s\": %s", id, path, strerror(errno));
+		unreadable(c, rel);
 		return false;
 	}
 	if (old && old->h.inode == (int64_t)st.st_ino) {
@@ -231,17 +263,25 @@ static bool add_sandbox(struct collector *c, const char *rel, const char *id, co
 	sb->events_wd = -1;
 	enum cg_status s = cg_open(&sb->h, &c->layout, rel);
 	if (s != CG_OK) {
-		if (s != CG_GONE)
+		if (s != CG_GONE) {
+			int e = errno;
+			c->stats.unsampled += e == EMFILE;
 			log_error(
 			        "sandbox %s: could not open the files of \"%s\": %s%s; not sampled "
 			        "until the next rescan",
-			        id, rel, strerror(errno),
-			        errno == EMFILE || errno == ENFILE
+			        id, rel, strerror(e),
+			        e == EMFILE
 			                ? " (raise the open file limit: LimitNOFILE=, ulimit -n)"
-			                : "");
+			        : e == ENFILE ? " (the system's open file limit: fs.file-max)"
+			                      : "");
+		}
 		free(sb);
 		return true;
 	}
+	if (sb->h.refused)
+		log_warn("sandbox %s: could not open %s of \"%s\": %s; its figure is reported "
+		         "absent",
+		         id, sb->h.refused, rel, strerror(sb->h.refused_errno));
 	c->files_open += (size_t)cg_files_open(&sb->h);
 	if (sb->h.has_events && c->inotify_fd >= 0) {
 		snprintf(path, sizeof path, "%s/%s/cgroup.events", c->layout.v2, rel);
@@ -303,9 +343,12 @@ static bool walk(struct collector *c, const char *rel, bool loud, int depth)
 	add_holder(c, rel);
 	DIR *d = opendir(path);
 	if (d == NULL) {
-		if (errno == ENOENT || errno == ENOTDIR)
+		if (errno == ENOTDIR || cg_gone_errno(errno))
 			return true; /* gone while we looked */
-		log_warn("could not read folder \"%s\": %s", path, strerror(errno));
+		log_warn("could not read folder \"%s\": %s; no sandbox below it is retired by "
+		         "this scan",
+		         path, strerror(errno));
+		unreadable(c, rel);
 		return false;
 	}
 	bool complete = true;
@@ -314,7 +357,10 @@ static bool walk(struct collector *c, const char *rel, bool loud, int depth)
 		struct dirent *e = readdir(d);
 		if (e == NULL) {
 			if (errno != 0) {
-				log_warn("could not read folder \"%s\": %s", path, strerror(errno));
+				log_warn("could not read folder \"%s\": %s; no sandbox below it is "
+				         "retired by this scan",
+				         path, strerror(errno));
+				unreadable(c, rel);
 				complete = false;
 			}
 			break;
@@ -351,19 +397,19 @@ void collector_scan(struct collector *c)
 	for (size_t i = 0; i < c->nsandboxes; i++)
 		c->sandboxes[i]->seen = false;
 	c->stats.unsampled = 0;
+	c->nunread = 0;
 	c->in_scan = true;
-	bool complete = walk(c, "", first, 0);
+	(void)walk(c, "", first, 0); /* what it could not read is in c->unread */
 	c->in_scan = false;
 	if (c->stats.unsampled)
 		log_error("%zu sandboxes not sampled: the open file limit (less %d kept for the "
 		          "database, the spool and scans) has room for the cgroup files of %zu; "
 		          "raise it (LimitNOFILE=, ulimit -n) and the next rescan takes them",
 		          c->stats.unsampled, COLLECTOR_FD_RESERVE, c->nsandboxes);
-	if (!complete)
-		/* Not seen is not gone: inotify still retires what is removed. */
-		log_warn("the scan could not read every folder: no sandbox retired by it");
-	for (size_t i = c->nsandboxes; complete && i-- > 0;)
-		if (!c->sandboxes[i]->seen) {
+	/* Not seen below an unreadable folder is not gone: inotify still retires
+	 * what is removed there, and the next scan that reads it. */
+	for (size_t i = c->nsandboxes; i-- > 0;)
+		if (!c->sandboxes[i]->seen && !below_unreadable(c, c->sandboxes[i]->rel)) {
 			/* One last look before letting go: the files may still answer. */
 			struct sandbox *sb = c->sandboxes[i];
 			if (sample(c, sb))
@@ -380,8 +426,14 @@ static void on_emptied(struct collector *c, struct sandbox *sb, bool *flush)
 		retire(c, index_of(c, sb));
 		return;
 	}
-	if (st != CG_OK)
+	if (st != CG_OK) {
+		c->stats.read_errors++;
+		log_warn("sandbox %s: could not read cgroup.events of \"%s\": %s; its last "
+		         "interval waits for the next round",
+		         sb->id, sb->rel,
+		         st == CG_BADDATA ? "unexpected contents" : strerror(errno));
 		return;
+	}
 	if (populated) {
 		sb->final_taken = false;
 		return;

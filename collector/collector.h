@@ -30,6 +30,7 @@
  * rescan.
  */
 #define COLLECTOR_FD_RESERVE 64
+#define COLLECTOR_UNREAD_MAX 8
 
 struct collector_config {
 	const char *root;
@@ -80,8 +81,12 @@ struct collector {
 	PGconn *db;
 	bool rescan_wanted; /* inotify overflowed */
 	bool in_scan;       /* collector_scan() is walking */
-	size_t files_open;  /* the sandboxes' open cgroup files */
-	size_t files_max;   /* what the open file limit leaves them (COLLECTOR_FD_RESERVE kept) */
+	/* Folders the running scan could not read: sandboxes below them are not
+	 * retired by it (not seen is not gone). Past COLLECTOR_UNREAD_MAX, none is. */
+	char unread[COLLECTOR_UNREAD_MAX][CG_PATH_MAX];
+	size_t nunread;
+	size_t files_open; /* the sandboxes' open cgroup files */
+	size_t files_max;  /* what the open file limit leaves them (COLLECTOR_FD_RESERVE kept) */
 	struct collector_stats stats;
 };
 
@@ -94,9 +99,9 @@ void collector_free(struct collector *c);
 
 /*
  * Walks the tree: adds new sandboxes and folders, retires those that went
- * away. A folder that cannot be read (other than gone) makes the scan
- * incomplete: then nothing is retired this time, since "not seen" would not
- * mean "gone".
+ * away. Below a folder that cannot be read (other than gone) nothing is
+ * retired by this scan, since "not seen" would not mean "gone"; the rest of
+ * the tree is tidied as usual.
  */
 void collector_scan(struct collector *c);
 

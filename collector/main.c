@@ -99,14 +99,18 @@ static void raise_nofile(void)
 static void summary(const struct collector *c)
 {
 	const struct collector_stats *s = &c->stats;
+	char waiting[96] = "";
+	if (s->unsampled)
+		snprintf(waiting, sizeof waiting,
+		         " (and %zu at the last scan not sampled: the open file limit)",
+		         s->unsampled);
 	log_info("stopping: %llu rounds, %llu samples (%llu written, %llu already there, %llu "
-	         "final), %llu batches spooled, %llu thinned, %llu refused, %zu sandboxes (%zu "
-	         "more found but not sampled: the open file limit)",
+	         "final), %llu batches spooled, %llu thinned, %llu refused, %zu sandboxes%s",
 	         (unsigned long long)s->rounds, (unsigned long long)s->samples,
 	         (unsigned long long)s->written, (unsigned long long)s->duplicates,
 	         (unsigned long long)s->final_samples, (unsigned long long)s->spooled_batches,
 	         (unsigned long long)s->thinned_batches, (unsigned long long)s->refused_batches,
-	         c->nsandboxes, s->unsampled);
+	         c->nsandboxes, waiting);
 }
 
 int main(int argc, char **argv)

@@ -117,6 +117,27 @@ static void v2_tree_gives_every_figure(void **state)
 	cg_close(&h);
 }
 
+/* cgroup.events is read by path: a folder made again under the name is not ours. */
+static void cgroup_events_of_a_new_incarnation_are_not_read_as_ours(void **state)
+{
+	(void)state;
+	struct cg_reading r;
+	struct cg_handle h;
+	char path[600];
+	read_sandbox("v2", FAKE_V2, &r, &h);
+	int pop = -1;
+	assert_int_equal(cg_read_populated(&h, &tree, "sandboxes/acme/sb-1", &pop), CG_OK);
+	snprintf(path, sizeof path, "%s/sandboxes/acme/sb-1", root);
+	assert_true(fakecg_remove(path));
+	assert_int_equal(cg_read_populated(&h, &tree, "sandboxes/acme/sb-1", &pop), CG_GONE);
+	assert_true(fakecg_sandbox(root, FAKE_V2, "sandboxes/acme/sb-1", 5));
+	assert_true(fakecg_set_populated(root, FAKE_V2, "sandboxes/acme/sb-1", 0));
+	pop = -1;
+	assert_int_equal(cg_read_populated(&h, &tree, "sandboxes/acme/sb-1", &pop), CG_GONE);
+	assert_int_equal(pop, -1);
+	cg_close(&h);
+}
+
 static void v1_tree_converts_nanoseconds_and_cfs_quota(void **state)
 {
 	(void)state;
@@ -311,6 +332,8 @@ int main(void)
 	        cmocka_unit_test(keyed_files_give_only_whole_keys),
 	        cmocka_unit_test(single_numbers_limits_and_quotas),
 	        cmocka_unit_test_teardown(v2_tree_gives_every_figure, teardown),
+	        cmocka_unit_test_teardown(cgroup_events_of_a_new_incarnation_are_not_read_as_ours,
+	                                  teardown),
 	        cmocka_unit_test_teardown(v1_tree_converts_nanoseconds_and_cfs_quota, teardown),
 	        cmocka_unit_test_teardown(hybrid_tree_takes_cpu_from_v2_and_memory_from_v1,
 	                                  teardown),

@@ -268,6 +268,22 @@ static void a_scan_that_cannot_read_a_folder_retires_no_sandbox(void **state)
 	assert_int_equal(c.batch.rows, 3); /* all still sampled */
 	collector_scan(&c);
 	assert_int_equal(c.nsandboxes, 3);
+
+	/* one removed while a scan cannot read: kept; the next scan that can retires it */
+	char path[1536], buf[65536];
+	snprintf(path, sizeof path, "%s/sandboxes/acme/sb-1", root);
+	assert_true(fakecg_remove(path));
+	while (read(c.inotify_fd, buf, sizeof buf) > 0) /* as if inotify missed it */
+		;
+	assert_true(fdfill_limit(512));
+	assert_true(fdfill_exhaust(0) > 0);
+	collector_scan(&c);
+	assert_int_equal(c.nsandboxes, 3);
+	fdfill_restore();
+	collector_scan(&c);
+	assert_int_equal(c.nsandboxes, 2);
+	assert_null(collector_find(&c, "sandboxes/acme/sb-1"));
+	assert_int_equal(c.files_open, 2 * 6);
 }
 
 static void configuration_errors_are_one_clear_line(void **state)
