@@ -77,11 +77,11 @@ bool collector_init(struct collector *c, const struct collector_config *cfg, cha
 		                       : 0;
 	char room[160] = "no open file limit";
 	if (c->files_max != SIZE_MAX) {
-		/* a v2 sandbox keeps 6 files open, a v1 or hybrid one 8; the check
-		 * room_for_one() makes asks for CG_NFILES + 1 */
+		/* a v2 sandbox keeps 6 files open, a v1 or hybrid one 8; the last
+		 * one taken needs COLLECTOR_FILES_MOST */
 		size_t per = strcmp(layout_name(&c->layout), "v2") == 0 ? 6 : 8;
-		size_t fit = c->files_max >= CG_NFILES + 1
-		                     ? (c->files_max - CG_NFILES - 1) / per + 1
+		size_t fit = c->files_max >= COLLECTOR_FILES_MOST
+		                     ? (c->files_max - COLLECTOR_FILES_MOST) / per + 1
 		                     : 0;
 		snprintf(room, sizeof room, "the open file limit, %llu, has room for %zu",
 		         (unsigned long long)rl.rlim_cur, fit);
@@ -177,8 +177,7 @@ static bool sample(struct collector *c, struct sandbox *sb)
  */
 static bool room_for_one(struct collector *c, const char *id)
 {
-	/* the most a sandbox holds, and cgroup.events opened for a moment */
-	if (c->files_open + CG_NFILES + 1 <= c->files_max)
+	if (c->files_open + COLLECTOR_FILES_MOST <= c->files_max)
 		return true;
 	c->stats.unsampled++;
 	log_msg(c->in_scan ? LOG_DEBUG : LOG_ERROR,
@@ -210,8 +209,8 @@ static bool below_unreadable(const struct collector *c, const char *rel)
 	return false;
 }
 
-/* Takes in the sandbox at rel; false when whether it is there could not be told. */
-static bool add_sandbox(struct collector *c, const char *rel, const char *id, const char *account,
+/* Takes in the sandbox at rel (what could not be looked at goes to c->unread). */
+static void add_sandbox(struct collector *c, const char *rel, const char *id, const char *account,
                         bool loud)
 {
 	if (!id_valid(id) || (account[0] && !id_valid(account))) {
@@ -220,7 +219,7 @@ static bool add_sandbox(struct collector *c, const char *rel, const char *id, co
 		        "not sampled",
 		        rel, id_valid(id) ? "account" : "sandbox", id_valid(id) ? account : id,
 		        ID_RULE);
-		return true;
+		return;
 	}
 	struct sandbox *old = collector_find(c, rel);
 	char path[CG_PATH_MAX * 2];
@@ -228,25 +227,25 @@ static bool add_sandbox(struct collector *c, const char *rel, const char *id, co
 	snprintf(path, sizeof path, "%s/%s", primary(c), rel);
 	if (stat(path, &st) != 0) {
 		if (errno == ENOTDIR || cg_gone_errno(errno))
-			return true; /* gone: a known sandbox there is retired by the scan */
+			return; /* gone: a known sandbox there is retired by the scan */
 		log_warn("sandbox %s: could not look at \"%s\": %s", id, path, strerror(errno));
 		unreadable(c, rel);
-		return false;
+		return;
 	}
 	if (old && old->h.inode == (int64_t)st.st_ino) {
 		old->seen = true;
-		return true;
+		return;
 	}
 	if (old) /* made again under the same name while we did not look */
 		retire(c, index_of(c, old));
 	if (!room_for_one(c, id))
-		return true;
+		return;
 	if (c->nsandboxes == c->capsandboxes) {
 		size_t cap = c->capsandboxes ? c->capsandboxes * 2 : 64;
 		struct sandbox **n = realloc(c->sandboxes, cap * sizeof *n);
 		if (n == NULL) {
 			log_error("sandbox %s not sampled: out of memory", id);
-			return true;
+			return;
 		}
 		c->sandboxes = n;
 		c->capsandboxes = cap;
@@ -254,7 +253,7 @@ static bool add_sandbox(struct collector *c, const char *rel, const char *id, co
 	struct sandbox *sb = calloc(1, sizeof *sb);
 	if (sb == NULL) {
 		log_error("sandbox %s not sampled: out of memory", id);
-		return true;
+		return;
 	}
 	snprintf(sb->rel, sizeof sb->rel, "%s", rel);
 	snprintf(sb->id, sizeof sb->id, "%s", id);
@@ -276,7 +275,7 @@ static bool add_sandbox(struct collector *c, const char *rel, const char *id, co
 			                      : "");
 		}
 		free(sb);
-		return true;
+		return;
 	}
 	if (sb->h.refused)
 		log_warn("sandbox %s: could not open %s of \"%s\": %s; its figure is reported "
@@ -294,7 +293,6 @@ static bool add_sandbox(struct collector *c, const char *rel, const char *id, co
 	c->sandboxes[c->nsandboxes++] = sb;
 	log_info("sandbox %s (account %s, incarnation %lld) found at \"%s\"", id,
 	         account[0] ? account : "unknown", (long long)sb->h.inode, rel);
-	return true;
 }
 
 static void add_holder(struct collector *c, const char *rel)
@@ -329,14 +327,11 @@ static void add_holder(struct collector *c, const char *rel)
 	c->nholders++;
 }
 
-/*
- * Classifies the folder rel and takes it in: a sandbox, or a holder to walk.
- * False when something below could not be read (so not seeing a sandbox
- * there does not mean it is gone).
- */
-static bool visit(struct collector *c, const char *rel, bool loud, int depth);
+/* Classifies the folder rel and takes it in: a sandbox, or a holder to walk. */
+static void visit(struct collector *c, const char *rel, bool loud, int depth);
 
-static bool walk(struct collector *c, const char *rel, bool loud, int depth)
+/* Walks the folder rel; one it cannot read goes to c->unread. */
+static void walk(struct collector *c, const char *rel, bool loud, int depth)
 {
 	char path[CG_PATH_MAX * 2];
 	snprintf(path, sizeof path, "%s%s%s", primary(c), rel[0] ? "/" : "", rel);
@@ -344,14 +339,13 @@ static bool walk(struct collector *c, const char *rel, bool loud, int depth)
 	DIR *d = opendir(path);
 	if (d == NULL) {
 		if (errno == ENOTDIR || cg_gone_errno(errno))
-			return true; /* gone while we looked */
+			return; /* gone while we looked */
 		log_warn("could not read folder \"%s\": %s; no sandbox below it is retired by "
 		         "this scan",
 		         path, strerror(errno));
 		unreadable(c, rel);
-		return false;
+		return;
 	}
-	bool complete = true;
 	for (;;) {
 		errno = 0;
 		struct dirent *e = readdir(d);
@@ -361,34 +355,33 @@ static bool walk(struct collector *c, const char *rel, bool loud, int depth)
 				         "retired by this scan",
 				         path, strerror(errno));
 				unreadable(c, rel);
-				complete = false;
 			}
 			break;
 		}
 		if (e->d_name[0] == '.' || (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN))
 			continue;
 		char child[CG_PATH_MAX];
-		if (join(child, sizeof child, rel, e->d_name) && !visit(c, child, loud, depth + 1))
-			complete = false;
+		if (join(child, sizeof child, rel, e->d_name))
+			visit(c, child, loud, depth + 1);
 	}
 	closedir(d);
-	return complete;
 }
 
-static bool visit(struct collector *c, const char *rel, bool loud, int depth)
+static void visit(struct collector *c, const char *rel, bool loud, int depth)
 {
 	char id[CG_ID_MAX], account[CG_ID_MAX];
 	if (depth > 32)
-		return true;
+		return;
 	switch (matcher_classify(c->matcher, rel, id, account)) {
 	case MATCH_SANDBOX:
-		return add_sandbox(c, rel, id, account, loud);
+		add_sandbox(c, rel, id, account, loud);
+		break;
 	case MATCH_HOLDER:
-		return walk(c, rel, loud, depth);
+		walk(c, rel, loud, depth);
+		break;
 	case MATCH_NONE:
 		break;
 	}
-	return true;
 }
 
 void collector_scan(struct collector *c)
@@ -399,7 +392,7 @@ void collector_scan(struct collector *c)
 	c->stats.unsampled = 0;
 	c->nunread = 0;
 	c->in_scan = true;
-	(void)walk(c, "", first, 0); /* what it could not read is in c->unread */
+	walk(c, "", first, 0); /* what it could not read is in c->unread */
 	c->in_scan = false;
 	if (c->stats.unsampled)
 		log_error("%zu sandboxes not sampled: the open file limit (less %d kept for the "
@@ -494,7 +487,7 @@ void collector_events(struct collector *c)
 			if (!join(child, sizeof child, c->holders[h].rel, ev->name))
 				continue;
 			if (ev->mask & (IN_CREATE | IN_MOVED_TO)) {
-				(void)visit(c, child, true, 1);
+				visit(c, child, true, 1);
 			} else if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) {
 				struct sandbox *gone = collector_find(c, child);
 				if (gone && sample(c, gone))

@@ -30,6 +30,9 @@
  * rescan.
  */
 #define COLLECTOR_FD_RESERVE 64
+/* The most files taking in one sandbox holds at once: all it keeps, and
+ * cgroup.events for a moment. A sandbox is taken only while these fit. */
+#define COLLECTOR_FILES_MOST (CG_NFILES + 1)
 #define COLLECTOR_UNREAD_MAX 8
 
 struct collector_config {

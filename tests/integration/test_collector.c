@@ -533,8 +533,8 @@ static void at_the_open_file_limit_it_samples_what_fits_and_keeps_writing(void *
 		assert_true(fakecg_sandbox(root, FAKE_V2, rel, 1000 * (i + 1)));
 	}
 	snprintf(spool, sizeof spool, "%s/spool", f->tmp);
-	/* a v2 sandbox holds 6 files; the last one's check asks for CG_NFILES + 1 */
-	f->nofile = COLLECTOR_FD_RESERVE + (FIT - 1) * 6 + CG_NFILES + 1;
+	/* a v2 sandbox holds 6 files; the last one needs COLLECTOR_FILES_MOST */
+	f->nofile = COLLECTOR_FD_RESERVE + (FIT - 1) * 6 + COLLECTOR_FILES_MOST;
 	const char *args[] = {
 	        "--root",     root,    "--layout", "v2", "--match", "(?<sandbox>sb-[0-9]+)",
 	        "--interval", "200ms", "--rescan", "1s", "--spool", spool,

@@ -224,8 +224,8 @@ static void at_the_open_file_limit_what_fits_is_sampled_and_the_rest_waits(void 
 {
 	(void)state;
 	char path[1536];
-	/* room for 5: 6 files each, the last one's check asks for the most (CG_NFILES + 1) */
-	start_limited(COLLECTOR_FD_RESERVE + 4 * 6 + CG_NFILES + 1, 12);
+	/* room for 5: 6 files each, the last one needs COLLECTOR_FILES_MOST */
+	start_limited(COLLECTOR_FD_RESERVE + 4 * 6 + COLLECTOR_FILES_MOST, 12);
 	assert_int_equal(c.nsandboxes, 5);
 	assert_int_equal(c.stats.unsampled, 7);
 	assert_int_equal(c.files_open, 5 * 6);
