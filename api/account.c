@@ -72,16 +72,6 @@ static int64_t now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static bool sub_usage(struct meter_usage *a, const struct meter_usage *b)
-{
-	return ck_sub(a->cpu_measured_us, b->cpu_measured_us, &a->cpu_measured_us) &&
-	       ck_sub(a->cpu_billed_us, b->cpu_billed_us, &a->cpu_billed_us) &&
-	       ck_sub(a->busy_us, b->busy_us, &a->busy_us) &&
-	       ck_sub(a->idle_us, b->idle_us, &a->idle_us) &&
-	       ck_sub(a->wall_us, b->wall_us, &a->wall_us) &&
-	       ck_sub(a->mem_mgib_us, b->mem_mgib_us, &a->mem_mgib_us);
-}
-
 bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
                         struct account_state *s)
 {
@@ -124,17 +114,23 @@ bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
 	}
 	struct plan_sum month_pp[MONTH_PLANS_MAX], cov[MONTH_PLANS_MAX];
 	size_t nmonth = 0, ncov = 0;
-	int64_t month_wall = 0;
-	/* The month's sums came along as "plan a b c d e f;plan ..." */
-	char rows[2048];
+	meter_i128 month_wall = 0;
+	/* The month's sums came along as "plan a b c d e f;plan ..." (at most MONTH_PLANS_MAX
+	 * plans of 7 numbers of at most 40 digits) */
+	char rows[MONTH_PLANS_MAX * 7 * METER_QTY_BUF];
+	if (strlen(PQgetvalue(res, 0, 9)) >= sizeof rows) {
+		reply_problemf(r, 500, "internal", "Internal error",
+		               "usage of the month has too many price plans");
+		goto out;
+	}
 	snprintf(rows, sizeof rows, "%s", PQgetvalue(res, 0, 9));
 	for (char *save = NULL, *row = strtok_r(rows, ";", &save); row;
 	     row = strtok_r(NULL, ";", &save)) {
-		int64_t v[7] = {0};
+		meter_i128 v[7] = {0};
 		int k = 0;
 		for (char *s2 = NULL, *w = strtok_r(row, " ", &s2); w && k < 7;
 		     w = strtok_r(NULL, " ", &s2))
-			if (meter_decimal_parse(w, 0, false, &v[k++]) != METER_OK)
+			if (meter_qty_parse(w, false, &v[k++]) != METER_OK)
 				k = 99;
 		struct meter_usage u = {.cpu_measured_us = v[1],
 		                        .cpu_billed_us = v[2],
@@ -142,16 +138,17 @@ bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
 		                        .idle_us = v[4],
 		                        .wall_us = v[5],
 		                        .mem_mgib_us = v[6]};
-		if (k != 7 || !ck_add(month_wall, u.wall_us, &month_wall) ||
-		    !plan_sum_add(month_pp, &nmonth, MONTH_PLANS_MAX, v[0], &u)) {
+		if (k != 7 || v[0] > INT64_MAX || !ck_add_q(month_wall, u.wall_us, &month_wall) ||
+		    !plan_sum_add(month_pp, &nmonth, MONTH_PLANS_MAX, (int64_t)v[0], &u)) {
 			reply_problemf(r, 500, "internal", "Internal error",
 			               "usage of the month cannot be summed");
 			goto out;
 		}
 	}
+	/* before is capped at the grant (Q_STATE); so is what the trial has used. */
 	int64_t left = s->a.grant_us > before ? s->a.grant_us - before : 0;
-	s->trial_used_us = before + month_wall;
-	s->trial_left_us = s->a.grant_us > s->trial_used_us ? s->a.grant_us - s->trial_used_us : 0;
+	s->trial_used_us = month_wall >= left ? s->a.grant_us : before + (int64_t)month_wall;
+	s->trial_left_us = s->a.grant_us - s->trial_used_us;
 	if (left >= month_wall) {
 		/* the grant covers all of the month: nothing to pay */
 		for (size_t i = 0; i < nmonth; i++)
@@ -165,7 +162,8 @@ bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
 		const struct meter_plan *plan = NULL;
 		struct meter_usage due = month_pp[i].u;
 		for (size_t k = 0; k < ncov; k++)
-			if (cov[k].plan_id == month_pp[i].plan_id && !sub_usage(&due, &cov[k].u))
+			if (cov[k].plan_id == month_pp[i].plan_id &&
+			    meter_usage_sub(&due, &cov[k].u) != METER_OK)
 				goto bad;
 		for (size_t k = 0; k < nplans; k++)
 			if (plans[k].id == month_pp[i].plan_id)

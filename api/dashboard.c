@@ -422,8 +422,7 @@ void h_dashboard(struct req *r)
 		struct meter_usage u;
 		const struct meter_plan *pl = NULL;
 		if (!col_int(daily, i, 0, &d) || !col_int(daily, i, 1, &plan) ||
-		    !col_int(daily, i, 3, &u.cpu_billed_us) || !col_int(daily, i, 4, &u.busy_us) ||
-		    !col_int(daily, i, 5, &u.idle_us) || !col_int(daily, i, 7, &u.mem_mgib_us))
+		    !db_col_usage(daily, i, 2, &u))
 			continue;
 		for (size_t k = 0; k < nplans; k++)
 			if (plans[k].id == plan)
@@ -437,8 +436,8 @@ void h_dashboard(struct req *r)
 			continue;
 		days[k].cpu += cpu;
 		days[k].mem += mem;
-		days[k].busy_us += u.busy_us;
-		days[k].idle_us += u.idle_us;
+		days[k].busy_us += (int64_t)u.busy_us; /* a day of one account: far from 64 bits */
+		days[k].idle_us += (int64_t)u.idle_us;
 		days[k].used = true;
 	}
 	PGresult *acc = q_exec(c, Q_ACCOUNT, 1, &id);
@@ -496,9 +495,7 @@ void h_dashboard(struct req *r)
 		struct meter_cost cost;
 		int64_t plan;
 		const struct meter_plan *pl = NULL;
-		if (!col_int(usage, i, 1, &plan) || !col_int(usage, i, 2, &u.cpu_measured_us) ||
-		    !col_int(usage, i, 3, &u.cpu_billed_us) ||
-		    !col_int(usage, i, 7, &u.mem_mgib_us))
+		if (!col_int(usage, i, 1, &plan) || !db_col_usage(usage, i, 2, &u))
 			continue;
 		for (size_t k = 0; k < nplans; k++)
 			if (plans[k].id == plan)
@@ -508,8 +505,8 @@ void h_dashboard(struct req *r)
 		if (n == 0 || strcmp(sbs[n - 1].id, PQgetvalue(usage, i, 0)) != 0)
 			snprintf(sbs[n++].id, sizeof sbs[0].id, "%s", PQgetvalue(usage, i, 0));
 		sbs[n - 1].cost += cost.total;
-		sbs[n - 1].measured += u.cpu_measured_us;
-		sbs[n - 1].billed += u.cpu_billed_us;
+		sbs[n - 1].measured += (int64_t)u.cpu_measured_us; /* one sandbox's month */
+		sbs[n - 1].billed += (int64_t)u.cpu_billed_us;
 	}
 	for (int i = 0; i < n; i++) /* the ten that cost most first */
 		for (int k = i + 1; k < n; k++)
@@ -614,9 +611,7 @@ void h_dashboard_sandbox(struct req *r)
 		struct meter_cost mc;
 		const struct meter_plan *pl = NULL;
 		if (!col_int(hours, i, 0, &hour) || !col_int(hours, i, 1, &plan) ||
-		    !col_int(hours, i, 2, &u.cpu_measured_us) ||
-		    !col_int(hours, i, 3, &u.cpu_billed_us) ||
-		    !col_int(hours, i, 7, &u.mem_mgib_us))
+		    !db_col_usage(hours, i, 2, &u))
 			continue;
 		for (size_t k = 0; k < nplans; k++)
 			if (plans[k].id == plan)

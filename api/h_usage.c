@@ -8,6 +8,7 @@
 #include "api/plancache.h"
 #include "api/queries.h"
 #include "api/routes.h"
+#include "common/db.h"
 #include "common/export.h"
 #include "common/invoicedb.h"
 #include "common/month.h"
@@ -45,13 +46,11 @@ static bool tally_add(struct tally *t, int64_t plan, const struct meter_usage *u
 	       meter_usage_add(&t->total, u) == METER_OK;
 }
 
-static void put_us_as(cJSON *o, const char *name, int64_t us, int64_t per)
+static void put_us_as(cJSON *o, const char *name, meter_i128 us, int64_t per)
 {
-	char buf[METER_DECIMAL_BUF];
-	int64_t v = 0;
+	char buf[METER_QTY_BUF];
 	/* per µs a unit: seconds (1e6) exact to 6 decimals, hours to 6 decimals rounded */
-	(void)ck_div_round((meter_i128)us * 1000000, per, &v);
-	meter_decimal_format(v, 6, 0, buf, sizeof buf);
+	meter_qty_per(us, per, 6, buf, sizeof buf);
 	cJSON_AddStringToObject(o, name, buf);
 }
 
@@ -173,11 +172,8 @@ void h_usage(struct req *r)
 		const char *sb = PQgetvalue(res, i, 0);
 		if (nsb == 0 || strcmp(per[nsb - 1].id, sb) != 0)
 			snprintf(per[nsb++].id, sizeof per[0].id, "%s", sb);
-		ok = col_int(res, i, 1, &plan) && col_int(res, i, 2, &u.cpu_measured_us) &&
-		     col_int(res, i, 3, &u.cpu_billed_us) && col_int(res, i, 4, &u.busy_us) &&
-		     col_int(res, i, 5, &u.idle_us) && col_int(res, i, 6, &u.wall_us) &&
-		     col_int(res, i, 7, &u.mem_mgib_us) && tally_add(&per[nsb - 1], plan, &u) &&
-		     tally_add(&all, plan, &u);
+		ok = col_int(res, i, 1, &plan) && db_col_usage(res, i, 2, &u) &&
+		     tally_add(&per[nsb - 1], plan, &u) && tally_add(&all, plan, &u);
 	}
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "account_id", id);
@@ -369,10 +365,7 @@ bool forecast_compute(struct req *r, PGconn *c, const char *id, int64_t month, i
 		struct meter_cost cost;
 		const struct meter_plan *pl = NULL;
 		if (!col_int(res, i, 0, &d) || !col_int(res, i, 1, &plan) ||
-		    !col_int(res, i, 2, &u.cpu_measured_us) ||
-		    !col_int(res, i, 3, &u.cpu_billed_us) || !col_int(res, i, 4, &u.busy_us) ||
-		    !col_int(res, i, 5, &u.idle_us) || !col_int(res, i, 6, &u.wall_us) ||
-		    !col_int(res, i, 7, &u.mem_mgib_us))
+		    !db_col_usage(res, i, 2, &u))
 			goto bad;
 		for (size_t k = 0; k < nplans; k++)
 			if (plans[k].id == plan)
@@ -512,10 +505,7 @@ void h_sandbox_usage(struct req *r)
 		for (; ok && i < PQntuples(res) && col_int(res, i, 0, &h) && h == hour; i++) {
 			struct meter_usage u;
 			int64_t plan;
-			ok = col_int(res, i, 1, &plan) && col_int(res, i, 2, &u.cpu_measured_us) &&
-			     col_int(res, i, 3, &u.cpu_billed_us) &&
-			     col_int(res, i, 4, &u.busy_us) && col_int(res, i, 5, &u.idle_us) &&
-			     col_int(res, i, 6, &u.wall_us) && col_int(res, i, 7, &u.mem_mgib_us) &&
+			ok = col_int(res, i, 1, &plan) && db_col_usage(res, i, 2, &u) &&
 			     tally_add(&t, plan, &u) && tally_add(&all, plan, &u);
 		}
 		cJSON *pt = cJSON_CreateObject();

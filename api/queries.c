@@ -33,9 +33,11 @@ static const char *const sql[Q_COUNT] = {
         [Q_STATE] = "SELECT " ACCOUNT_COLS ", "
                     "(SELECT count(*) FROM sandboxes s WHERE s.account_id = a.id "
                     "  AND s.stopped_at IS NULL), "
-                    "(SELECT coalesce(sum(wall_us), 0) FROM account_month m "
-                    "  WHERE m.account_id = a.id AND m.month < (" TS(
-                            "$2") " AT TIME ZONE 'UTC')::date), "
+                    /* before this month, capped at the grant */
+                    "least(a.trial_grant_seconds * 1000000, (SELECT coalesce(sum(wall_us), 0) "
+                    "  FROM account_month m WHERE m.account_id = a.id "
+                    "  AND m.month < (" TS(
+                            "$2") " AT TIME ZONE 'UTC')::date)), "
                                   /* this month, one \"plan a b c d e f\" per plan, joined by ';' */
                                   "(SELECT string_agg(concat_ws(' ', price_plan_id, "
                                   "cpu_measured_us, cpu_billed_us, "

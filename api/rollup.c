@@ -404,8 +404,8 @@ static const char insert_sql[] =
 	"INSERT INTO account_month AS t (account_id, month, price_plan_id, cpu_measured_us, "
 	"  cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us) "
 	"SELECT account_id, (date_trunc('month', hour AT TIME ZONE 'UTC'))::date, price_plan_id, "
-	"  sum(cpu_measured_us)::bigint, sum(cpu_billed_us)::bigint, sum(busy_us)::bigint, "
-	"  sum(idle_us)::bigint, sum(wall_us)::bigint, sum(memory_mgib_us)::bigint "
+	"  sum(cpu_measured_us), sum(cpu_billed_us), sum(busy_us), "
+	"  sum(idle_us), sum(wall_us), sum(memory_mgib_us) "
 	"FROM ins GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 "
 	"ON CONFLICT (account_id, month, price_plan_id) DO UPDATE SET "
 	"  cpu_measured_us = t.cpu_measured_us + EXCLUDED.cpu_measured_us, "
@@ -730,6 +730,17 @@ static bool rate(struct job *j)
 	st = meter_series_close(&ser, j->started, j->stopped, &sp);
 	if (st == METER_OK && (st = rate_span(j, &sp)) != METER_OK)
 		goto rule;
+	/* An hour of one sandbox is stored in 64 bits (usage_hourly): 256 vCPUs and 1 TiB
+	 * use a thousandth of that; more is a counter out of all reason. */
+	for (size_t i = 0; i < j->nb; i++) {
+		const struct meter_usage *u = &j->b[i].u;
+		if (u->cpu_measured_us > INT64_MAX || u->cpu_billed_us > INT64_MAX ||
+		    u->mem_mgib_us > INT64_MAX || u->wall_us > INT64_MAX) {
+			cannot_rate(j, "an hour of its usage is out of range (a CPU counter past "
+			               "all reason?)");
+			return false;
+		}
+	}
 	return true;
 rule:
 	cannot_rate(j, meter_strerror(st));
@@ -827,12 +838,13 @@ static bool store(PGconn *c, struct job *jobs, size_t n, char *err, size_t errle
 			arr_str(&a[1], j->sandbox);
 			arr_int(&a[2], b->hour);
 			arr_int(&a[3], b->plan);
-			arr_int(&a[4], b->u.cpu_measured_us);
-			arr_int(&a[5], b->u.cpu_billed_us);
-			arr_int(&a[6], b->u.busy_us);
-			arr_int(&a[7], b->u.idle_us);
-			arr_int(&a[8], b->u.wall_us);
-			arr_int(&a[9], b->u.mem_mgib_us);
+			/* each within 64 bits: rate() checked */
+			arr_int(&a[4], (int64_t)b->u.cpu_measured_us);
+			arr_int(&a[5], (int64_t)b->u.cpu_billed_us);
+			arr_int(&a[6], (int64_t)b->u.busy_us);
+			arr_int(&a[7], (int64_t)b->u.idle_us);
+			arr_int(&a[8], (int64_t)b->u.wall_us);
+			arr_int(&a[9], (int64_t)b->u.mem_mgib_us);
 			rows++;
 		}
 	}

@@ -1,5 +1,8 @@
 #include "common/db.h"
 
+#include "meter/decimal.h"
+#include "meter/rating.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,4 +111,27 @@ PGresult *db_query(PGconn *c, const char *sql, int n, const char *const *params,
 		return NULL;
 	}
 	return r;
+}
+
+bool db_col_q(const PGresult *r, int row, int col, meter_i128 *out)
+{
+	if (PQgetisnull(r, row, col)) {
+		*out = 0;
+		return true;
+	}
+	return meter_qty_parse(PQgetvalue(r, row, col), true, out) == METER_OK;
+}
+
+bool db_col_usage(const PGresult *r, int row, int col, struct meter_usage *u)
+{
+	return db_col_q(r, row, col, &u->cpu_measured_us) &&
+	       db_col_q(r, row, col + 1, &u->cpu_billed_us) &&
+	       db_col_q(r, row, col + 2, &u->busy_us) && db_col_q(r, row, col + 3, &u->idle_us) &&
+	       db_col_q(r, row, col + 4, &u->wall_us) && db_col_q(r, row, col + 5, &u->mem_mgib_us);
+}
+
+const char *db_q_text(meter_i128 v, char *buf, size_t len)
+{
+	meter_qty_format(v, 0, 0, buf, len);
+	return buf;
 }

@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "meter/checked.h"
+
 /* The connection string to use, written into buf. */
 const char *db_url(char *buf, size_t len);
 
@@ -37,6 +39,22 @@ bool db_exec(PGconn *c, const char *sql, char *err, size_t errlen);
  */
 PGresult *db_query(PGconn *c, const char *sql, int n, const char *const *params,
                    ExecStatusType want, const char *what, char *err, size_t errlen);
+
+/*
+ * A whole-number column (bigint, or numeric such as a sum) as a 128-bit
+ * integer; NULL reads as 0. False when the text is not a whole number.
+ */
+bool db_col_q(const PGresult *r, int row, int col, meter_i128 *out);
+
+/*
+ * The six sums of usage (cpu measured, cpu billed, busy, idle, wall, memory)
+ * in columns col..col+5, as db_col_q reads them.
+ */
+struct meter_usage;
+bool db_col_usage(const PGresult *r, int row, int col, struct meter_usage *u);
+
+/* A 128-bit integer as text for a parameter (buf at least METER_QTY_BUF bytes). */
+const char *db_q_text(meter_i128 v, char *buf, size_t len);
 
 /* The SQLSTATE of a failed result, or "" when there is none. */
 const char *db_sqlstate(const PGresult *r);

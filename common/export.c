@@ -47,13 +47,11 @@ static bool per_sandbox(PGconn *c, const char *account, int64_t month, struct sb
 	bool ok = *rows != NULL;
 	for (int i = 0; ok && i < nr; i++) {
 		struct sbrow *s = &(*rows)[i];
-		int64_t v[7];
 		snprintf(s->id, sizeof s->id, "%s", PQgetvalue(r, i, 0));
-		for (int k = 0; ok && k < 7; k++)
-			ok = meter_decimal_parse(PQgetvalue(r, i, k + 1), 0, false, &v[k]) ==
-			     METER_OK;
-		s->plan = v[0];
-		s->u = (struct meter_usage){v[1], v[2], v[3], v[4], v[5], v[6]};
+		ok = meter_decimal_parse(PQgetvalue(r, i, 1), 0, false, &s->plan) == METER_OK &&
+		     db_col_usage(r, i, 2, &s->u) &&
+		     /* one sandbox's month, the weight of its share: within 64 bits */
+		     s->u.cpu_billed_us <= INT64_MAX && s->u.mem_mgib_us <= INT64_MAX;
 	}
 	PQclear(r);
 	if (!ok) {
@@ -66,11 +64,9 @@ static bool per_sandbox(PGconn *c, const char *account, int64_t month, struct sb
 }
 
 /* quantity / per, to nine decimals */
-static void qty(int64_t q, int64_t per, char *buf, size_t len)
+static void qty(meter_i128 q, int64_t per, char *buf, size_t len)
 {
-	int64_t nano = 0;
-	(void)ck_div_round((meter_i128)q * 1000000000, per, &nano);
-	meter_decimal_format(nano, 9, 0, buf, len);
+	meter_qty_per(q, per, 9, buf, len);
 }
 
 char *export_focus(PGconn *c, const char *account, int64_t month, const struct meter_plan *plans,
@@ -99,8 +95,8 @@ char *export_focus(PGconn *c, const char *account, int64_t month, const struct m
 	bool ok = w && parts && idx;
 	for (size_t l = 0; ok && l < inv.n; l++) {
 		const struct meter_invoice_line *li = &inv.lines[l];
-		char cost[METER_MONEY_BUF], price[METER_MONEY_BUF], cq[METER_DECIMAL_BUF],
-		        pq[METER_DECIMAL_BUF], cs[METER_TIME_BUF], ce[METER_TIME_BUF];
+		char cost[METER_MONEY_BUF], price[METER_MONEY_BUF], cq[METER_QTY_BUF],
+		        pq[METER_QTY_BUF], cs[METER_TIME_BUF], ce[METER_TIME_BUF];
 		bool cpu = li->kind == METER_LINE_CPU;
 		const char *unit = cpu                             ? "vCPU-Hours"
 		                   : li->kind == METER_LINE_MEMORY ? "GiB-Hours"
@@ -133,15 +129,17 @@ char *export_focus(PGconn *c, const char *account, int64_t month, const struct m
 		size_t k = 0;
 		for (size_t i = 0; i < n; i++)
 			if (rows[i].plan == li->plan->id) {
-				w[k] = cpu ? rows[i].u.cpu_billed_us : rows[i].u.mem_mgib_us;
+				w[k] = (int64_t)(cpu ? rows[i].u.cpu_billed_us
+				                     : rows[i].u.mem_mgib_us); /* checked on reading
+				                                                */
 				idx[k++] = i;
 			}
 		if (k == 0)
 			continue;
-		int64_t sum = 0;
+		bool any = false;
 		for (size_t i = 0; i < k; i++)
-			sum += w[i];
-		if (sum == 0)
+			any = any || w[i] > 0;
+		if (!any)
 			continue;
 		if (meter_allocate(li->amount, w, k, parts) != METER_OK) {
 			ok = false;
@@ -194,7 +192,7 @@ char *export_usage(PGconn *c, const char *account, int64_t month, const struct m
 			if (plans[k].id == rows[i].plan)
 				pl = &plans[k];
 		struct meter_cost cost = {0};
-		char f[7][METER_DECIMAL_BUF], money[METER_MONEY_BUF];
+		char f[7][METER_QTY_BUF], money[METER_MONEY_BUF];
 		if (pl == NULL || meter_usage_cost(&rows[i].u, pl, &cost) != METER_OK)
 			continue;
 		qty(rows[i].u.cpu_measured_us, 1000000, f[0], sizeof f[0]);

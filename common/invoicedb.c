@@ -36,9 +36,9 @@ static bool col(const PGresult *r, int row, int c, int64_t *out)
 
 static bool sub(struct meter_usage *a, const struct meter_usage *b)
 {
-	return ck_sub(a->cpu_billed_us, b->cpu_billed_us, &a->cpu_billed_us) &&
-	       ck_sub(a->mem_mgib_us, b->mem_mgib_us, &a->mem_mgib_us) &&
-	       ck_sub(a->wall_us, b->wall_us, &a->wall_us);
+	return ck_sub_q(a->cpu_billed_us, b->cpu_billed_us, &a->cpu_billed_us) &&
+	       ck_sub_q(a->mem_mgib_us, b->mem_mgib_us, &a->mem_mgib_us) &&
+	       ck_sub_q(a->wall_us, b->wall_us, &a->wall_us);
 }
 
 static bool nonzero(const struct meter_usage *u)
@@ -110,10 +110,11 @@ static bool adjustments(PGconn *c, const char *account, int64_t month_us,
 		for (int r = 0; ok && r < PQntuples(b); r++) {
 			int64_t plan;
 			struct meter_usage used = {0}, cov = {0};
-			ok = col(b, r, 0, &plan) && col(b, r, 1, &used.cpu_billed_us) &&
-			     col(b, r, 2, &used.mem_mgib_us) && col(b, r, 3, &used.wall_us) &&
-			     col(b, r, 4, &cov.cpu_billed_us) && col(b, r, 5, &cov.mem_mgib_us) &&
-			     col(b, r, 6, &cov.wall_us);
+			ok = col(b, r, 0, &plan) && db_col_q(b, r, 1, &used.cpu_billed_us) &&
+			     db_col_q(b, r, 2, &used.mem_mgib_us) &&
+			     db_col_q(b, r, 3, &used.wall_us) &&
+			     db_col_q(b, r, 4, &cov.cpu_billed_us) &&
+			     db_col_q(b, r, 5, &cov.mem_mgib_us) && db_col_q(b, r, 6, &cov.wall_us);
 			size_t k = 0;
 			while (ok && k < nd && delta[k].plan->id != plan)
 				k++;
@@ -176,15 +177,15 @@ static bool store(PGconn *c, const char *account, int64_t month_us, meter_money 
 		return false;
 	PQclear(r);
 	for (size_t i = 0; i < n; i++) {
-		char v[8][24];
-		snprintf(v[0], 24, "%lld", (long long)rows[i].for_month);
-		snprintf(v[1], 24, "%lld", (long long)rows[i].plan_id);
-		snprintf(v[2], 24, "%lld", (long long)rows[i].used.cpu_billed_us);
-		snprintf(v[3], 24, "%lld", (long long)rows[i].used.mem_mgib_us);
-		snprintf(v[4], 24, "%lld", (long long)rows[i].used.wall_us);
-		snprintf(v[5], 24, "%lld", (long long)rows[i].covered.cpu_billed_us);
-		snprintf(v[6], 24, "%lld", (long long)rows[i].covered.mem_mgib_us);
-		snprintf(v[7], 24, "%lld", (long long)rows[i].covered.wall_us);
+		char v[8][METER_QTY_BUF];
+		snprintf(v[0], sizeof v[0], "%lld", (long long)rows[i].for_month);
+		snprintf(v[1], sizeof v[1], "%lld", (long long)rows[i].plan_id);
+		db_q_text(rows[i].used.cpu_billed_us, v[2], sizeof v[2]);
+		db_q_text(rows[i].used.mem_mgib_us, v[3], sizeof v[3]);
+		db_q_text(rows[i].used.wall_us, v[4], sizeof v[4]);
+		db_q_text(rows[i].covered.cpu_billed_us, v[5], sizeof v[5]);
+		db_q_text(rows[i].covered.mem_mgib_us, v[6], sizeof v[6]);
+		db_q_text(rows[i].covered.wall_us, v[7], sizeof v[7]);
 		const char *qp[] = {account, m, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
 		r = db_query(c,
 		             "INSERT INTO invoice_quantities VALUES ($1, " MONTH_OF(

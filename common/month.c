@@ -26,9 +26,7 @@ static bool col(const PGresult *r, int row, int c, int64_t *out)
 
 static bool sums(const PGresult *r, int row, int c, struct meter_usage *u)
 {
-	return col(r, row, c, &u->cpu_measured_us) && col(r, row, c + 1, &u->cpu_billed_us) &&
-	       col(r, row, c + 2, &u->busy_us) && col(r, row, c + 3, &u->idle_us) &&
-	       col(r, row, c + 4, &u->wall_us) && col(r, row, c + 5, &u->mem_mgib_us);
+	return db_col_usage(r, row, c, u);
 }
 
 /* The exclusive upper bound of hour buckets counted: the month's end, or the last
@@ -126,8 +124,11 @@ bool month_usage_load(PGconn *c, const char *account, int64_t month_start_us, in
 	PGresult *r = PQexecParams(
 	        c,
 	        "SELECT a.trial_grant_seconds * 1000000, "
-	        "(SELECT coalesce(sum(wall_us), 0) FROM account_month m WHERE m.account_id = a.id "
-	        "  AND m.month < (" TS("$2") " AT TIME ZONE 'UTC')::date) "
+	        /* capped at the grant: the trial needs no more, and years of it are not summed
+	         * into 64 bits */
+	        "least(a.trial_grant_seconds * 1000000, (SELECT coalesce(sum(wall_us), 0) "
+	        "  FROM account_month m WHERE m.account_id = a.id "
+	        "  AND m.month < (" TS("$2") " AT TIME ZONE 'UTC')::date)) "
 	                                     "FROM accounts a WHERE a.id = $1",
 	        2, NULL, params, NULL, NULL, 0);
 	bool ok = db_check(r, PGRES_TUPLES_OK, "could not read the account", err, errlen);
@@ -164,7 +165,7 @@ bool month_usage_load(PGconn *c, const char *account, int64_t month_start_us, in
 		struct meter_usage u = {0};
 		int64_t plan;
 		ok = col(r, i, 0, &plan) && sums(r, i, 1, &u) &&
-		     ck_add(out->wall_us, u.wall_us, &out->wall_us) &&
+		     ck_add_q(out->wall_us, u.wall_us, &out->wall_us) &&
 		     plan_sum_add(used, &nused, MONTH_PLANS_MAX, plan, &u);
 		if (!ok)
 			snprintf(err, errlen, "the month's usage cannot be summed");

@@ -45,7 +45,8 @@ bool month_trial_cover(PGconn *c, const char *account, int64_t month_start_us, i
 struct month_usage {
 	struct meter_plan_usage plans[MONTH_PLANS_MAX]; /* plan points into the plans given */
 	size_t n;
-	int64_t grant_us, wall_before_us, wall_us;
+	int64_t grant_us, wall_before_us; /* wall_before_us: up to the grant, no more */
+	meter_i128 wall_us;
 	bool found; /* the account exists */
 };
 

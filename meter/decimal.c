@@ -89,3 +89,73 @@ void meter_decimal_format(int64_t v, int scale, int min_frac, char *buf, size_t 
 	snprintf(buf, len, "%s%llu%s%s", v < 0 ? "-" : "", (unsigned long long)ip, n ? "." : "",
 	         frac);
 }
+
+enum meter_status meter_qty_parse(const char *s, bool allow_negative, meter_i128 *out)
+{
+	if (s == NULL)
+		return METER_EINVAL;
+	const char *p = s;
+	bool neg = *p == '-';
+	p += neg;
+	if (!is_digit(*p))
+		return METER_EINVAL;
+	/* As a negative number, so the most negative value parses too. */
+	meter_i128 acc = 0;
+	for (; is_digit(*p); p++)
+		if (__builtin_mul_overflow(acc, 10, &acc) ||
+		    __builtin_sub_overflow(acc, *p - '0', &acc))
+			return METER_EOVERFLOW;
+	if (*p != '\0')
+		return METER_EINVAL;
+	if (neg && acc != 0 && !allow_negative)
+		return METER_ERANGE;
+	meter_i128 v = acc;
+	if (!neg && __builtin_sub_overflow((meter_i128)0, acc, &v))
+		return METER_EOVERFLOW;
+	*out = v;
+	return METER_OK;
+}
+
+void meter_qty_format(meter_i128 v, int scale, int min_frac, char *buf, size_t len)
+{
+	char digits[48];
+	int n = 0;
+	if (scale < 0 || scale > 30)
+		scale = 0;
+	if (min_frac > scale)
+		min_frac = scale;
+	/* Digits of the magnitude, least significant first, at least scale + 1 of them. */
+	meter_u128 mag = v < 0 ? (meter_u128)0 - (meter_u128)v : (meter_u128)v;
+	do {
+		digits[n++] = (char)('0' + (int)(mag % 10));
+		mag /= 10;
+	} while (mag > 0 || n <= scale);
+	int drop = 0; /* trailing fraction zeros past min_frac */
+	while (drop < scale - min_frac && digits[drop] == '0')
+		drop++;
+	char text[METER_QTY_BUF];
+	size_t k = 0;
+	if (v < 0)
+		text[k++] = '-';
+	for (int i = n - 1; i >= scale; i--)
+		text[k++] = digits[i];
+	if (scale - drop > 0) {
+		text[k++] = '.';
+		for (int i = scale - 1; i >= drop; i--)
+			text[k++] = digits[i];
+	}
+	text[k] = '\0';
+	snprintf(buf, len, "%s", text);
+}
+
+void meter_qty_per(meter_i128 q, int64_t per, int decimals, char *buf, size_t len)
+{
+	meter_i128 scaled, v;
+	if (decimals < 0 || decimals > 12 ||
+	    __builtin_mul_overflow(q, (meter_i128)meter_pow10(decimals), &scaled) ||
+	    !ck_div_round_q(scaled, per, &v)) {
+		snprintf(buf, len, "overflow");
+		return;
+	}
+	meter_qty_format(v, decimals, 0, buf, len);
+}

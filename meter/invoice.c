@@ -19,7 +19,7 @@ enum meter_status meter_invoice_build(const struct meter_plan_usage *u, size_t n
 {
 	struct meter_invoice inv;
 	meter_money credit = 0;
-	int64_t covered_wall = 0;
+	meter_i128 covered_wall = 0;
 	enum meter_status st;
 	memset(&inv, 0, sizeof inv);
 	for (size_t i = 0; i < n; i++) {
@@ -55,7 +55,7 @@ enum meter_status meter_invoice_build(const struct meter_plan_usage *u, size_t n
 		if ((st = meter_usage_cost(cov, u[i].plan, &c)))
 			return st;
 		if (!ck_add(credit, c.total, &credit) ||
-		    !ck_add(covered_wall, cov->wall_us, &covered_wall))
+		    !ck_add_q(covered_wall, cov->wall_us, &covered_wall))
 			return METER_EOVERFLOW;
 	}
 	if (covered_wall > 0 || credit > 0) {
@@ -78,7 +78,7 @@ enum meter_status meter_invoice_adjust(struct meter_invoice *inv, int64_t for_mo
 	struct meter_invoice t = *inv;
 	enum meter_status st;
 	meter_money credit = 0;
-	int64_t covered_wall = 0;
+	meter_i128 covered_wall = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct meter_plan *p = delta[i].plan;
 		struct meter_invoice_line cpu = {.kind = METER_LINE_CPU,
@@ -105,7 +105,7 @@ enum meter_status meter_invoice_adjust(struct meter_invoice *inv, int64_t for_mo
 		if ((st = meter_usage_cost(&delta[i].covered, p, &c)))
 			return st;
 		if (!ck_add(credit, c.total, &credit) ||
-		    !ck_add(covered_wall, delta[i].covered.wall_us, &covered_wall))
+		    !ck_add_q(covered_wall, delta[i].covered.wall_us, &covered_wall))
 			return METER_EOVERFLOW;
 	}
 	if (credit != 0 || covered_wall != 0) {

@@ -30,7 +30,7 @@ enum meter_line_kind {
 struct meter_invoice_line {
 	enum meter_line_kind kind;
 	const struct meter_plan *plan; /* the prices; NULL for the trial line */
-	int64_t quantity;              /* µs of vCPU, milli-GiB x µs, or µs of sandbox time */
+	meter_i128 quantity;           /* µs of vCPU, milli-GiB x µs, or µs of sandbox time */
 	int64_t per_unit;       /* quantity in one unit: 3.6e9 for an hour, 3.6e12 for a GiB-hour */
 	meter_money unit_price; /* per unit; 0 for the trial line */
 	meter_money amount;     /* exact, to the nano-dollar */

@@ -32,7 +32,8 @@ enum meter_status meter_money_add(meter_money a, meter_money b, meter_money *out
 	return ck_add(a, b, out) ? METER_OK : METER_EOVERFLOW;
 }
 
-enum meter_status meter_money_of(int64_t qty, meter_money unit_price, int64_t per, meter_money *out)
+enum meter_status meter_money_of(meter_i128 qty, meter_money unit_price, int64_t per,
+                                 meter_money *out)
 {
 	meter_i128 num;
 	if (per <= 0)

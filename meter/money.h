@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "meter/checked.h"
 #include "meter/decimal.h"
 #include "meter/status.h"
 
@@ -47,7 +48,7 @@ enum meter_status meter_money_add(meter_money a, meter_money b, meter_money *out
  * billed CPU in µs at a price per vCPU-hour is meter_money_of(us, price,
  * 3600000000). per must be > 0.
  */
-enum meter_status meter_money_of(int64_t qty, meter_money unit_price, int64_t per,
+enum meter_status meter_money_of(meter_i128 qty, meter_money unit_price, int64_t per,
                                  meter_money *out);
 
 #endif

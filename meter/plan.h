@@ -32,7 +32,7 @@
 
 /* Bounds of a sandbox size: anything past them is refused as absurd. */
 #define METER_VCPU_MILLI_MAX INT64_C(256000)        /* 256 vCPUs */
-#define METER_MEM_MGIB_MAX   INT64_C(1048576)       /* 1 TiB */
+#define METER_MEM_MGIB_MAX   INT64_C(1024000)       /* 1 TiB: 1,024 GiB */
 #define METER_PRICE_MAX      INT64_C(1000000000000) /* $1,000 per unit-hour */
 
 #define METER_PLAN_NAME_MAX 64

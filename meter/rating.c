@@ -106,16 +106,16 @@ enum meter_status meter_usage_add_interval(struct meter_usage *u, const struct m
                                            const struct meter_interval *iv)
 {
 	struct meter_usage t = *u;
-	int64_t dt, mem;
+	int64_t dt;
 	if (!ck_sub(iv->end_us, iv->start_us, &dt) || dt < 0)
 		return METER_EINVAL;
-	if (!ck_mul(size->mem_mgib, dt, &mem))
+	/* Both factors fit in 64 bits: the product always fits in 128. */
+	meter_i128 mem = (meter_i128)size->mem_mgib * dt;
+	if (!ck_add_q(t.cpu_measured_us, iv->cpu_us, &t.cpu_measured_us) ||
+	    !ck_add_q(t.cpu_billed_us, iv->billed_us, &t.cpu_billed_us) ||
+	    !ck_add_q(t.wall_us, dt, &t.wall_us) || !ck_add_q(t.mem_mgib_us, mem, &t.mem_mgib_us))
 		return METER_EOVERFLOW;
-	if (!ck_add(t.cpu_measured_us, iv->cpu_us, &t.cpu_measured_us) ||
-	    !ck_add(t.cpu_billed_us, iv->billed_us, &t.cpu_billed_us) ||
-	    !ck_add(t.wall_us, dt, &t.wall_us) || !ck_add(t.mem_mgib_us, mem, &t.mem_mgib_us))
-		return METER_EOVERFLOW;
-	if (iv->busy ? !ck_add(t.busy_us, dt, &t.busy_us) : !ck_add(t.idle_us, dt, &t.idle_us))
+	if (iv->busy ? !ck_add_q(t.busy_us, dt, &t.busy_us) : !ck_add_q(t.idle_us, dt, &t.idle_us))
 		return METER_EOVERFLOW;
 	*u = t;
 	return METER_OK;
@@ -124,12 +124,26 @@ enum meter_status meter_usage_add_interval(struct meter_usage *u, const struct m
 enum meter_status meter_usage_add(struct meter_usage *u, const struct meter_usage *v)
 {
 	struct meter_usage t = *u;
-	if (!ck_add(t.cpu_measured_us, v->cpu_measured_us, &t.cpu_measured_us) ||
-	    !ck_add(t.cpu_billed_us, v->cpu_billed_us, &t.cpu_billed_us) ||
-	    !ck_add(t.busy_us, v->busy_us, &t.busy_us) ||
-	    !ck_add(t.idle_us, v->idle_us, &t.idle_us) ||
-	    !ck_add(t.wall_us, v->wall_us, &t.wall_us) ||
-	    !ck_add(t.mem_mgib_us, v->mem_mgib_us, &t.mem_mgib_us))
+	if (!ck_add_q(t.cpu_measured_us, v->cpu_measured_us, &t.cpu_measured_us) ||
+	    !ck_add_q(t.cpu_billed_us, v->cpu_billed_us, &t.cpu_billed_us) ||
+	    !ck_add_q(t.busy_us, v->busy_us, &t.busy_us) ||
+	    !ck_add_q(t.idle_us, v->idle_us, &t.idle_us) ||
+	    !ck_add_q(t.wall_us, v->wall_us, &t.wall_us) ||
+	    !ck_add_q(t.mem_mgib_us, v->mem_mgib_us, &t.mem_mgib_us))
+		return METER_EOVERFLOW;
+	*u = t;
+	return METER_OK;
+}
+
+enum meter_status meter_usage_sub(struct meter_usage *u, const struct meter_usage *v)
+{
+	struct meter_usage t = *u;
+	if (!ck_sub_q(t.cpu_measured_us, v->cpu_measured_us, &t.cpu_measured_us) ||
+	    !ck_sub_q(t.cpu_billed_us, v->cpu_billed_us, &t.cpu_billed_us) ||
+	    !ck_sub_q(t.busy_us, v->busy_us, &t.busy_us) ||
+	    !ck_sub_q(t.idle_us, v->idle_us, &t.idle_us) ||
+	    !ck_sub_q(t.wall_us, v->wall_us, &t.wall_us) ||
+	    !ck_sub_q(t.mem_mgib_us, v->mem_mgib_us, &t.mem_mgib_us))
 		return METER_EOVERFLOW;
 	*u = t;
 	return METER_OK;

@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "meter/checked.h"
 #include "meter/plan.h"
 #include "meter/status.h"
 
@@ -104,14 +105,18 @@ enum meter_status meter_series_next(struct meter_series *s, const struct meter_s
 enum meter_status meter_series_close(const struct meter_series *s, int64_t started_at_us,
                                      int64_t stopped_at_us, struct meter_span *out);
 
-/* Exact sums of rated intervals. */
+/*
+ * Exact sums of rated intervals, 128-bit: one sandbox of 1 TiB for a month
+ * is 2.7e18 milli-GiB x µs, and 10,000 of them in one account's month pass
+ * 64 bits nearly 3,000 times over (2.7e22); 128 bits hold 6e15 such months.
+ */
 struct meter_usage {
-	int64_t cpu_measured_us;
-	int64_t cpu_billed_us;
-	int64_t busy_us; /* wall time of busy intervals */
-	int64_t idle_us; /* wall time of idle intervals */
-	int64_t wall_us; /* sandbox time: the trial's unit */
-	int64_t mem_mgib_us;
+	meter_i128 cpu_measured_us;
+	meter_i128 cpu_billed_us;
+	meter_i128 busy_us; /* wall time of busy intervals */
+	meter_i128 idle_us; /* wall time of idle intervals */
+	meter_i128 wall_us; /* sandbox time: the trial's unit */
+	meter_i128 mem_mgib_us;
 };
 
 /* Adds one interval of a sandbox of that size. METER_EOVERFLOW leaves u as it was. */
@@ -120,6 +125,9 @@ enum meter_status meter_usage_add_interval(struct meter_usage *u, const struct m
 
 /* u += v, all or nothing. */
 enum meter_status meter_usage_add(struct meter_usage *u, const struct meter_usage *v);
+
+/* u -= v, all or nothing. */
+enum meter_status meter_usage_sub(struct meter_usage *u, const struct meter_usage *v);
 
 struct meter_cost {
 	meter_money cpu;

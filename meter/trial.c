@@ -30,21 +30,23 @@ enum meter_status meter_trial_cover(int64_t *remaining_us, const struct meter_si
 }
 
 /* round(v x c / w), for 0 <= c <= w. */
-static bool share(int64_t v, int64_t c, int64_t w, int64_t *out)
+static bool share(meter_i128 v, meter_i128 c, meter_i128 w, meter_i128 *out)
 {
-	return ck_div_round((meter_i128)v * c, w, out);
+	meter_i128 num;
+	return !__builtin_mul_overflow(v, c, &num) && ck_div_round_q(num, w, out);
 }
 
 enum meter_status meter_trial_cover_usage(int64_t *remaining_us, const struct meter_usage *u,
                                           struct meter_usage *covered)
 {
 	struct meter_usage c = {0};
-	int64_t left = *remaining_us, w = u->wall_us;
+	int64_t left = *remaining_us;
+	meter_i128 w = u->wall_us;
 	if (left < 0 || w < 0)
 		return METER_EINVAL;
 	if (left > 0 && w <= left) {
 		c = *u;
-		left -= w;
+		left -= (int64_t)w;
 	} else if (left > 0) {
 		/* The crossing usage: the grant pays for left of its w µs. */
 		if (!share(u->cpu_measured_us, left, w, &c.cpu_measured_us) ||

@@ -66,15 +66,13 @@ static void describe_plain(const struct meter_invoice_line *l, char *item, size_
 
 static void quantity(const struct meter_invoice_line *l, char *buf, size_t len)
 {
-	int64_t nano = 0;
-	(void)ck_div_round((meter_i128)l->quantity * 1000000000, l->per_unit, &nano);
-	meter_decimal_format(nano, 9, 0, buf, len);
+	meter_qty_per(l->quantity, l->per_unit, 9, buf, len);
 }
 
 /* The texts of one line, shared by the JSON, CSV and HTML forms. */
 struct line_text {
-	char item[48], desc[400], q[METER_DECIMAL_BUF], amount[METER_MONEY_BUF],
-	        exact[METER_MONEY_BUF], price[METER_MONEY_BUF];
+	char item[48], desc[400], q[METER_QTY_BUF], amount[METER_MONEY_BUF], exact[METER_MONEY_BUF],
+	        price[METER_MONEY_BUF];
 	const char *unit;
 };
 

