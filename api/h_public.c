@@ -108,9 +108,13 @@ void h_metrics(struct req *r)
 			        "meter_samples_unattributed %s\n"
 			        "# HELP meter_rollup_lag_seconds Age of the oldest sample not yet "
 			        "rolled up.\n# TYPE meter_rollup_lag_seconds gauge\n"
-			        "meter_rollup_lag_seconds %.6f\n",
+			        "meter_rollup_lag_seconds %.6f\n"
+			        "# HELP meter_rollup_parked Sandboxes set aside because they "
+			        "cannot "
+			        "be rated (meter parked lists them with the reason).\n"
+			        "# TYPE meter_rollup_parked gauge\nmeter_rollup_parked %s\n",
 			        PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
-			        strtod(PQgetvalue(res, 0, 2), NULL) / 1e6);
+			        strtod(PQgetvalue(res, 0, 2), NULL) / 1e6, PQgetvalue(res, 0, 3));
 		}
 		PQclear(res);
 		pool_give(p, c);

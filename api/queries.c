@@ -60,7 +60,7 @@ static const char *const sql[Q_COUNT] = {
                                  "ON CONFLICT (sandbox_id) DO UPDATE SET "
                                  "from_ts = least(rollup_queue.from_ts, EXCLUDED.from_ts), "
                                  "queued_at = least(rollup_queue.queued_at, EXCLUDED.queued_at), "
-                                 "waiting = NULL",
+                                 "waiting = NULL, waiting_kind = NULL, retry_after = NULL",
         [Q_USAGE] = "SELECT sandbox_id, price_plan_id, " SUMS " FROM usage_hourly "
                     "WHERE account_id = $1 AND hour >= " TS("$2") " AND hour < " TS(
                             "$3") " "
@@ -94,9 +94,10 @@ static const char *const sql[Q_COUNT] = {
                                                                        "ORDER BY d, price_plan_id",
         [Q_ROLLUP_STATS] =
                 "SELECT count(*) FILTER (WHERE waiting IS NULL), "
-                "count(*) FILTER (WHERE waiting IS NOT NULL), "
+                "count(*) FILTER (WHERE waiting_kind = 'unregistered'), "
                 "coalesce(" US("clock_timestamp() - min(queued_at) FILTER (WHERE waiting "
                                "IS NULL)") ", 0) "
+                                           ", count(*) FILTER (WHERE waiting_kind = 'parked') "
                                            "FROM rollup_queue",
 };
 

@@ -135,7 +135,7 @@ struct inc {
 
 enum fate {
 	RATE,           /* rated and stored, its mark removed */
-	NOT_REGISTERED, /* parked until it is registered */
+	NOT_REGISTERED, /* set aside until it is registered (why says what is missing) */
 	CANNOT_RATE,    /* parked with the reason in why */
 };
 
@@ -246,29 +246,108 @@ static bool passing_failure(const char *err)
 	       strncmp(p, "08", 2) == 0 || strncmp(p, "58", 2) == 0;
 }
 
-/* Registers a sandbox from its cgroup's limits, when its path named an account. */
-static bool auto_register(PGconn *c, const char *sb, bool *done, char *err, size_t errlen)
+/* Sets a job aside until the sandbox is registered, saying why. */
+static void not_registered(struct job *j, const char *why)
 {
-	const char *p[] = {sb};
-	PGresult *r =
-	        rq(c,
-	           "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib) "
-	           "SELECT s.sandbox_id, s.account_id, round(s.cpu_limit_millicores / 1000.0, 3), "
-	           "ceil(s.memory_limit_bytes * 1000.0 / 1073741824) / 1000 "
-	           "FROM (SELECT * FROM samples WHERE sandbox_id = $1 "
-	           "      AND account_id IS NOT NULL AND cpu_limit_millicores IS NOT NULL "
-	           "      AND memory_limit_bytes IS NOT NULL ORDER BY ts DESC LIMIT 1) s "
-	           "JOIN accounts a ON a.id = s.account_id "
-	           "WHERE s.cpu_limit_millicores <= 256000 "
-	           "AND s.memory_limit_bytes <= 1024::bigint * 1073741824 "
-	           "ON CONFLICT DO NOTHING",
-	           1, p, PGRES_COMMAND_OK, "could not register a sandbox", err, errlen);
+	j->fate = NOT_REGISTERED;
+	snprintf(j->why, sizeof j->why, "not registered: %s", why);
+}
+
+/*
+ * Registers a sandbox from its cgroup's limits (its latest sample that names
+ * an account and both limits): *done when it did. When it cannot, the job
+ * says why: NOT_REGISTERED while the platform may still register it (no
+ * account named, an account that does not exist), CANNOT_RATE for limits out
+ * of all range (a memory limit of 0) or an INSERT the database refused. The
+ * INSERT runs under a savepoint, so its failure is this sandbox's alone;
+ * false (the whole batch fails) only when the database failed for a passing
+ * reason or the connection is gone.
+ */
+static bool auto_register(PGconn *c, struct job *j, bool *done, char *err, size_t errlen)
+{
+	const char *p[] = {j->sandbox};
+	*done = false;
+	PGresult *r = rq(c,
+	                 "SELECT s.account_id, s.cpu_limit_millicores, s.memory_limit_bytes, "
+	                 "  EXISTS (SELECT 1 FROM accounts a WHERE a.id = s.account_id) "
+	                 "FROM samples s WHERE s.sandbox_id = $1 AND s.account_id IS NOT NULL "
+	                 "AND s.cpu_limit_millicores IS NOT NULL "
+	                 "AND s.memory_limit_bytes IS NOT NULL ORDER BY s.ts DESC LIMIT 1",
+	                 1, p, PGRES_TUPLES_OK, "could not read its cgroup's limits", err, errlen);
 	if (r == NULL)
 		return false;
+	if (PQntuples(r) == 0) {
+		not_registered(j, "no sample names its account with CPU and memory limits");
+		PQclear(r);
+		return true;
+	}
+	char account[160], why[400];
+	int64_t millicores, bytes;
+	snprintf(account, sizeof account, "%s", PQgetvalue(r, 0, 0));
+	bool exists = strcmp(PQgetvalue(r, 0, 3), "t") == 0;
+	bool good = get_int(r, 0, 1, &millicores) && get_int(r, 0, 2, &bytes);
+	PQclear(r);
+	if (!exists) {
+		snprintf(why, sizeof why, "its cgroup names account \"%s\", which does not exist",
+		         account);
+		not_registered(j, why);
+		return true;
+	}
+	/* vCPUs: the millicores; memory: bytes to milli-GiB, rounded up. */
+	struct meter_size size = {.vcpu_milli = millicores};
+	meter_i128 mgib = ((meter_i128)bytes * 1000 + (INT64_C(1) << 30) - 1) >> 30;
+	size.mem_mgib = good && mgib <= INT64_MAX ? (int64_t)mgib : -1;
+	if (!good || meter_size_check(&size) != METER_OK) {
+		snprintf(
+		        why, sizeof why,
+		        "cannot register from its cgroup's limits: %lld millicores of CPU and %lld "
+		        "bytes of memory are out of range (a sandbox has 0.001 to 256 vCPUs and "
+		        "up to 1 TiB)",
+		        (long long)millicores, (long long)bytes);
+		j->fate = CANNOT_RATE;
+		snprintf(j->why, sizeof j->why, "%s", why);
+		log_warn("rollup: sandbox %s %s", j->sandbox, why);
+		return true;
+	}
+	char vcpus[METER_DECIMAL_BUF], mem[METER_DECIMAL_BUF];
+	meter_decimal_format(size.vcpu_milli, 3, 0, vcpus, sizeof vcpus);
+	meter_decimal_format(size.mem_mgib, 3, 0, mem, sizeof mem);
+	const char *ip[] = {j->sandbox, account, vcpus, mem};
+	r = rq(c, "SAVEPOINT register", 0, NULL, PGRES_COMMAND_OK, "could not set a savepoint", err,
+	       errlen);
+	if (r == NULL)
+		return false;
+	PQclear(r);
+	r = rq(c,
+	       "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib) "
+	       "VALUES ($1, $2, $3::numeric, $4::numeric) ON CONFLICT DO NOTHING",
+	       4, ip, PGRES_COMMAND_OK, "could not register it from its cgroup's limits", err,
+	       errlen);
+	if (r == NULL) {
+		if (PQstatus(c) != CONNECTION_OK || passing_failure(err))
+			return false;
+		PGresult *back = rq(c, "ROLLBACK TO SAVEPOINT register", 0, NULL, PGRES_COMMAND_OK,
+		                    "could not roll back to a savepoint", why, sizeof why);
+		if (back == NULL)
+			return false;
+		PQclear(back);
+		j->fate = CANNOT_RATE;
+		snprintf(j->why, sizeof j->why, "%s", err);
+		log_warn("rollup: sandbox %s: %s", j->sandbox, err);
+		err[0] = '\0';
+		return true;
+	}
 	*done = strcmp(PQcmdTuples(r), "1") == 0;
 	PQclear(r);
+	r = rq(c, "RELEASE SAVEPOINT register", 0, NULL, PGRES_COMMAND_OK,
+	       "could not release a savepoint", err, errlen);
+	if (r == NULL)
+		return false;
+	PQclear(r);
 	if (*done)
-		log_info("sandbox %s registered from its cgroup's limits", sb);
+		log_info("sandbox %s registered from its cgroup's limits (account %s, %s vCPUs, "
+		         "%s GiB)",
+		         j->sandbox, account, vcpus, mem);
 	return true;
 }
 
@@ -284,7 +363,8 @@ static bool auto_register(PGconn *c, const char *sb, bool *done, char *err, size
 /* The marks, oldest first; taken ones are skipped (another worker has them). */
 static const char take_sql[] =
 	"SELECT sandbox_id, CASE WHEN from_ts = '-infinity' THEN NULL ELSE " US("from_ts") " END "
-	"FROM rollup_queue WHERE waiting IS NULL ORDER BY queued_at "
+	"FROM rollup_queue WHERE waiting IS NULL "
+	"AND (retry_after IS NULL OR retry_after <= clock_timestamp()) ORDER BY queued_at "
 	"LIMIT $1 FOR UPDATE SKIP LOCKED";
 
 /*
@@ -373,12 +453,15 @@ static const char checkpoint_sql[] =
 /*
  * Removes the rated sandboxes' marks ($4) and their hours from their window
  * on ($1 accounts, $2 sandboxes, $3 windows), taking those hours out of
- * account_month, and parks the marks that cannot be rated ($5, why $6).
+ * account_month, and sets aside the marks that cannot be rated ($5, why $6,
+ * kind $7: 'unregistered' or 'parked').
  */
 static const char clear_sql[] =
 	"WITH gone AS (DELETE FROM rollup_queue WHERE sandbox_id = ANY ($4::text[])), "
-	"parked AS (UPDATE rollup_queue q SET waiting = p.why "
-	"  FROM unnest($5::text[], $6::text[]) p(id, why) WHERE q.sandbox_id = p.id), "
+	"parked AS (UPDATE rollup_queue q SET waiting = p.why, waiting_kind = p.kind, "
+	"  waiting_since = coalesce(q.waiting_since, now()), retry_after = NULL "
+	"  FROM unnest($5::text[], $6::text[], $7::text[]) p(id, why, kind) "
+	"  WHERE q.sandbox_id = p.id), "
 	"old AS (DELETE FROM usage_hourly u "
 	"  USING unnest($1::text[], $2::text[], $3::bigint[]) j(a, s, w) "
 	"  WHERE u.account_id = j.a AND u.sandbox_id = j.s "
@@ -473,7 +556,7 @@ out:
 /*
  * Loads the batch's sandboxes; one not registered is registered from its
  * cgroup's limits when its path named an account (and read again), else it
- * stays NOT_REGISTERED. *horizon: where raw samples begin.
+ * is set aside with why (auto_register). *horizon: where raw samples begin.
  */
 static bool load(PGconn *c, struct job *jobs, size_t n, int64_t *horizon, char *err, size_t errlen)
 {
@@ -484,15 +567,15 @@ static bool load(PGconn *c, struct job *jobs, size_t n, int64_t *horizon, char *
 	for (size_t i = 0; i < n; i++) {
 		bool done = false;
 		if (jobs[i].fate == NOT_REGISTERED &&
-		    !auto_register(c, jobs[i].sandbox, &done, err, errlen))
+		    !auto_register(c, &jobs[i], &done, err, errlen))
 			return false;
 		jobs[i].found = done; /* marks the ones load_rows reads again */
 		any = any || done;
 	}
 	if (any && !load_rows(c, jobs, n, true, horizon, err, errlen))
 		return false;
-	for (size_t i = 0; i < n; i++)
-		jobs[i].found = jobs[i].fate != NOT_REGISTERED;
+	for (size_t i = 0; i < n; i++) /* registered: its account's limits are checked after */
+		jobs[i].found = jobs[i].fate != NOT_REGISTERED && jobs[i].account[0];
 	return true;
 }
 
@@ -802,7 +885,7 @@ out:
  */
 static bool store(PGconn *c, struct job *jobs, size_t n, char *err, size_t errlen)
 {
-	struct arr a[10] = {{0}}, gone = {0}, park = {0}, why = {0};
+	struct arr a[10] = {{0}}, gone = {0}, park = {0}, why = {0}, kind = {0};
 	PGresult *r = NULL;
 	bool ok = false;
 	size_t rows = 0;
@@ -810,7 +893,8 @@ static bool store(PGconn *c, struct job *jobs, size_t n, char *err, size_t errle
 		const struct job *j = &jobs[i];
 		if (j->fate != RATE) {
 			arr_str(&park, j->sandbox);
-			arr_str(&why, j->fate == NOT_REGISTERED ? "not registered" : j->why);
+			arr_str(&why, j->why[0] ? j->why : "not registered");
+			arr_str(&kind, j->fate == NOT_REGISTERED ? "unregistered" : "parked");
 			continue;
 		}
 		arr_str(&gone, j->sandbox);
@@ -818,12 +902,12 @@ static bool store(PGconn *c, struct job *jobs, size_t n, char *err, size_t errle
 		arr_str(&a[1], j->sandbox);
 		arr_int(&a[2], j->window);
 	}
-	const char *p[10] = {arr_end(&a[0]), arr_end(&a[1]), arr_end(&a[2]),
-	                     arr_end(&gone), arr_end(&park), arr_end(&why)};
-	for (int k = 0; k < 6; k++)
+	const char *p[10] = {arr_end(&a[0]), arr_end(&a[1]), arr_end(&a[2]), arr_end(&gone),
+	                     arr_end(&park), arr_end(&why),  arr_end(&kind)};
+	for (int k = 0; k < 7; k++)
 		if (p[k] == NULL)
 			goto oom;
-	r = rq(c, clear_sql, 6, p, PGRES_COMMAND_OK, "could not replace hourly usage", err, errlen);
+	r = rq(c, clear_sql, 7, p, PGRES_COMMAND_OK, "could not replace hourly usage", err, errlen);
 	if (r == NULL)
 		goto out;
 	PQclear(r);
@@ -872,6 +956,7 @@ out:
 	arr_free(&gone);
 	arr_free(&park);
 	arr_free(&why);
+	arr_free(&kind);
 	return ok;
 }
 
@@ -921,13 +1006,13 @@ static int take(PGconn *c, const struct meter_plan *plans, size_t nplans, int ma
 	PQclear(r);
 	r = rq(c, lock_sql, 0, NULL, PGRES_TUPLES_OK, "could not lock the horizon", err, errlen);
 	if (r == NULL)
-		goto out;
+		goto failed;
+	may_park = true; /* from here, what fails a lone sandbox is its own */
 	PQclear(r);
 	r = NULL;
 	int64_t horizon;
 	if (!load(c, jobs, n, &horizon, err, errlen))
 		goto failed;
-	may_park = true;
 	windows(jobs, n, horizon);
 	if (!read_samples(c, jobs, n, err, errlen))
 		goto failed;
@@ -966,18 +1051,29 @@ failed:
 		         n, err);
 		result = -2;
 	} else if (may_park && passing_failure(err)) {
-		/* Nothing wrong with this sandbox: its mark stays for the next pass. */
-		log_warn("rollup: sandbox %s: %s; tried again at the next pass, not parked",
-		         jobs[0].sandbox, err);
+		/* Nothing wrong with this sandbox: its mark waits a moment, never parked (a
+		 * stopped sandbox sends no sample to wake it), and the queue goes on. */
+		log_warn("rollup: sandbox %s: %s; tried again in 2 s, not parked", jobs[0].sandbox,
+		         err);
+		const char *q[] = {jobs[0].sandbox};
+		r = db_query(c,
+		             "UPDATE rollup_queue SET retry_after = clock_timestamp() + "
+		             "interval '2 seconds' WHERE sandbox_id = $1",
+		             1, q, PGRES_COMMAND_OK, "could not defer a mark", err, errlen);
+		if (r)
+			result = 1;
 	} else if (may_park) {
 		/* This sandbox cannot be rated or stored: park its mark with the reason, so the
-		 * others go on; new samples wake it again. */
+		 * others go on; new samples, its registration or "meter parked retry" wake it. */
 		char why[600];
 		snprintf(why, sizeof why, "cannot rate: %s", err);
 		log_warn("rollup: sandbox %s %s", jobs[0].sandbox, err);
 		const char *q[] = {jobs[0].sandbox, why};
-		r = db_query(c, "UPDATE rollup_queue SET waiting = $2 WHERE sandbox_id = $1", 2, q,
-		             PGRES_COMMAND_OK, "could not park a mark", err, errlen);
+		r = db_query(c,
+		             "UPDATE rollup_queue SET waiting = $2, waiting_kind = 'parked', "
+		             "waiting_since = coalesce(waiting_since, now()), retry_after = NULL "
+		             "WHERE sandbox_id = $1",
+		             2, q, PGRES_COMMAND_OK, "could not park a mark", err, errlen);
 		if (r)
 			result = 1;
 	}

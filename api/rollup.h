@@ -7,13 +7,19 @@
  * re-rates with the meter/ library every interval of each that ends after
  * the hour holding its mark's from_ts, replaces those sandboxes' usage_hourly
  * rows from that hour on, keeps account_month in step, and removes the
- * marks: one transaction, whose statements each serve the whole batch. A
- * sandbox that cannot be rated is parked with the reason in the same
- * transaction, the others' work kept; a batch whose statement fails is
- * rolled back and taken again one sandbox per transaction. A sandbox that
- * is not registered is registered from its cgroup's limits when the path
- * named its account; otherwise its mark waits (meter_samples_unattributed
- * in /metrics) until it is registered.
+ * marks: one transaction, whose statements each serve the whole batch.
+ *
+ * No sandbox holds up another (rule 10). A sandbox that cannot be rated is
+ * set aside with the reason in the same transaction, the others' work kept;
+ * a batch whose statement fails is rolled back and taken again one sandbox
+ * per transaction, where what fails a lone sandbox parks it (kind 'parked',
+ * meter_rollup_parked in /metrics, `meter parked`), or, for a passing
+ * failure (a deadlock, a cancel), lets it wait 2 s while the queue goes on.
+ * A sandbox that is not registered is registered from its cgroup's limits
+ * when the path named its account and the limits are in range; otherwise its
+ * mark waits with the reason (kind 'unregistered',
+ * meter_samples_unattributed) until it is registered. New samples, a
+ * registration or `meter parked retry` wake a mark set aside.
  */
 #ifndef API_ROLLUP_H
 #define API_ROLLUP_H

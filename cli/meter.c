@@ -5,6 +5,7 @@
  *   meter key create --admin | --account ID
  *   meter rates --vcpus N --memory-gib N [--json]
  *   meter estimate --runs N --minutes N --vcpus N --memory-gib N --busy-vcpus N [--json]
+ *   meter parked [retry ID | retry --all]
  *
  * Each verb reads DATABASE_URL (see common/db.h). Exit status: 0 done, 1 the
  * work failed (database, files), 2 the command line is wrong.
@@ -21,6 +22,7 @@
 #include "common/invoicedb.h"
 #include "common/sessions.h"
 #include "common/opts.h"
+#include "common/parked.h"
 #include "common/plans.h"
 #include "meter/estimate.h"
 #include "meter/plan.h"
@@ -364,6 +366,70 @@ static int run_export(const struct opt_val *v)
 	return csv ? 0 : 1;
 }
 
+/* ---- parked ---- */
+
+static const struct opt_def parked_opts[] = {
+        {"all", OPT_FLAG, 0, 0, 0, NULL, NULL, false, "with retry: every mark set aside"},
+};
+
+/* The sandbox "meter parked retry ID" names; NULL for the list or --all. */
+static const char *parked_id;
+static bool parked_retrying;
+
+static int run_parked(const struct opt_val *v)
+{
+	char err[ERRLEN];
+	if (parked_retrying && v[0].set == (parked_id != NULL)) {
+		log_error("parked retry: give exactly one of a sandbox id and --all");
+		return EXIT_USAGE;
+	}
+	if (!parked_retrying && v[0].set) {
+		log_error("parked: --all goes with retry (meter parked retry --all)");
+		return EXIT_USAGE;
+	}
+	PGconn *c = connect_or_log();
+	if (c == NULL)
+		return 1;
+	int status = 1;
+	if (parked_retrying) {
+		int64_t woken = 0;
+		if (!parked_retry(c, parked_id, &woken, err, sizeof err)) {
+			log_error("parked retry: %s", err);
+		} else if (parked_id && woken == 0) {
+			log_error(
+			        "parked retry: sandbox \"%s\" has no mark set aside (meter parked "
+			        "lists them)",
+			        parked_id);
+		} else {
+			printf("woke %lld mark(s); the rollup rates them at its next pass\n",
+			       (long long)woken);
+			status = 0;
+		}
+		PQfinish(c);
+		return status;
+	}
+	struct parked_row *rows = NULL;
+	size_t n = 0;
+	if (!parked_list(c, &rows, &n, err, sizeof err)) {
+		log_error("parked: %s", err);
+		PQfinish(c);
+		return 1;
+	}
+	PQfinish(c);
+	printf("%-24s %-16s %-12s %-20s %9s  %s\n", "SANDBOX", "ACCOUNT", "KIND", "SINCE",
+	       "SAMPLES", "REASON");
+	for (size_t i = 0; i < n; i++) {
+		char since[METER_TIME_BUF];
+		meter_time_format(rows[i].since_us, since, sizeof since);
+		printf("%-24s %-16s %-12s %-20s %9lld  %s\n", rows[i].sandbox,
+		       rows[i].account[0] ? rows[i].account : "-", rows[i].kind, since,
+		       (long long)rows[i].samples, rows[i].reason);
+	}
+	fprintf(stderr, "meter: %zu mark(s) set aside\n", n);
+	free(rows);
+	return 0;
+}
+
 static const struct verb verbs[] = {
         {"migrate", "usage: meter migrate [--dir DIR]\napplies the migrations not yet applied",
          migrate_opts, NOPTS(migrate_opts), run_migrate},
@@ -385,6 +451,10 @@ static const struct verb verbs[] = {
          "usage: meter invoice --account ID --month YYYY-MM [--format json|csv|html]\n"
          "the invoice of a month (a draft, from the rollups)",
          invoice_opts, NOPTS(invoice_opts), run_invoice},
+        {"parked",
+         "usage: meter parked | meter parked retry ID | meter parked retry --all\n"
+         "the sandboxes the rollup set aside, with why; retry wakes them after a fix",
+         parked_opts, NOPTS(parked_opts), run_parked},
         {"estimate",
          "usage: meter estimate --runs N --minutes N --vcpus N --memory-gib N --busy-vcpus N "
          "[--json]\nthe monthly cost of runs of a sandbox, line by line",
@@ -426,6 +496,19 @@ int main(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			first = 3;
+		}
+		if (strcmp(vb->name, "parked") == 0 && argc >= 3 && argv[2][0] != '-') {
+			if (strcmp(argv[2], "retry") != 0) {
+				log_error("parked: unknown action %s (expected: parked retry)",
+				          argv[2]);
+				return EXIT_USAGE;
+			}
+			parked_retrying = true;
+			first = 3;
+			if (argc >= 4 && argv[3][0] != '-') {
+				parked_id = argv[3];
+				first = 4;
+			}
 		}
 		struct opt_val vals[8];
 		if (!verb_opts(vb, argc - first, argv + first, vals))

@@ -1699,8 +1699,9 @@ static void dropping_old_raw_partitions_never_changes_an_invoice(void **state)
 	assert_non_null(strstr(inv9, "cpu"));
 	assert_string_equal(text(f, "SELECT count(*) FROM invoices", buf, sizeof buf), "2");
 	/* Not while a mark (here one parked for an unknown sandbox) reaches into it. */
-	sql(f, "INSERT INTO rollup_queue (sandbox_id, from_ts, queued_at, waiting) VALUES "
-	       "('ghost', '2026-09-15T00:00:00Z', now(), 'not registered')");
+	sql(f, "INSERT INTO rollup_queue (sandbox_id, from_ts, queued_at, waiting, waiting_kind) "
+	       "VALUES "
+	       "('ghost', '2026-09-15T00:00:00Z', now(), 'not registered', 'unregistered')");
 	assert_string_equal(text(f, drop, buf, sizeof buf), "");
 	/* ... and the service says why it keeps the partition */
 	unsetenv("METER_RAW_RETENTION");

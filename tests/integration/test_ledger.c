@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/rollup.h"
 #include "common/keys.h"
 #include "tests/support/http.h"
 #include "tests/support/run.h"
@@ -228,6 +229,142 @@ static void ten_thousand_such_sandboxes_in_one_account_month_are_exact(void **st
 	http_free(&r);
 }
 
+/* ---- rule 10: no sandbox holds up another ---- */
+
+static char *meter_cli(struct fx *f, int want_status, const char *a1, const char *a2,
+                       const char *a3)
+{
+	struct run_result *rr = malloc(sizeof *rr);
+	const char *argv[] = {METER_BIN, a1, a2, a3, NULL};
+	run_program(argv, f->db.url, rr);
+	if (rr->status != want_status)
+		fail_msg("meter %s %s: status %d, stderr: %s", a1, a2 ? a2 : "", rr->status,
+		         rr->err);
+	char *out = strdup(rr->out);
+	free(rr);
+	return out;
+}
+
+/* The line of `meter parked` about sandbox, or NULL. */
+static const char *parked_line(const char *out, const char *sandbox, char *buf, size_t len)
+{
+	for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+		size_t n = strcspn(p, "\n");
+		if (strncmp(p, sandbox, strlen(sandbox)) == 0 && p[strlen(sandbox)] == ' ') {
+			snprintf(buf, len, "%.*s", (int)n, p);
+			return buf;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Four sandboxes that cannot be rated stand at the head of the queue, 1,000
+ * good ones behind them: one pass of the rollup rates every good one and sets
+ * the four aside with their reasons, which `meter parked` lists; a retry after
+ * a fix rates what was fixed; registering one wakes it.
+ */
+static void a_poisoned_head_of_the_queue_holds_up_no_one(void **state)
+{
+	struct fx *f = *state;
+	api_stop(&f->api); /* this test runs the passes itself */
+	f->api.pid = 0;
+	sql(f, "INSERT INTO accounts (id, name, plan, max_concurrent) "
+	       "VALUES ('acme', 'Acme', 'paid', 2000)");
+	/* 1. a cgroup that names acme with a memory limit of 0: cannot be registered */
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, account_id, host, cpu_usage_us, "
+	       "memory_limit_bytes, cpu_limit_millicores) VALUES "
+	       "('zero-mem', 1, '2026-10-05T10:00:00Z', 'acme', 'h', 1000, 0, 1000)");
+	/* 2. one that names an account that does not exist: waits for a registration */
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, account_id, host, cpu_usage_us, "
+	       "memory_limit_bytes, cpu_limit_millicores) VALUES "
+	       "('ghost', 1, '2026-10-05T10:00:00Z', 'nobody', 'h', 1000, 1073741824, 1000)");
+	/* 3. counters past all reason: two incarnations of 6e18 µs in one hour */
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib) "
+	       "VALUES ('absurd', 'acme', 1, 1)");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('absurd', 1, '2026-10-05T10:00:05Z', 'h', 6000000000000000000), "
+	       "('absurd', 2, '2026-10-05T10:00:10Z', 'h', 6000000000000000000)");
+	/* 4. a sandbox whose hours the database refuses (a planted failure) */
+	sql(f, "CREATE FUNCTION trap() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+	       "IF NEW.sandbox_id = 'trap' THEN RAISE EXCEPTION 'planted failure'; END IF; "
+	       "RETURN NEW; END $$");
+	sql(f, "CREATE TRIGGER trap BEFORE INSERT ON usage_hourly FOR EACH ROW "
+	       "EXECUTE FUNCTION trap()");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib) "
+	       "VALUES ('trap', 'acme', 1, 1)");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('trap', 1, '2026-10-05T10:00:00Z', 'h', 0), "
+	       "('trap', 1, '2026-10-05T10:00:10Z', 'h', 5000000)");
+	/* then 1,000 good ones, marked after the four */
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib) "
+	       "SELECT 'good-' || i, 'acme', 2, 4 FROM generate_series(1, 1000) i");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) "
+	       "SELECT 'good-' || i, 1, '2026-10-05T11:00:00Z'::timestamptz + k * interval '10 s', "
+	       "  'h', k * 10000000 FROM generate_series(1, 1000) i, generate_series(0, 1) k");
+	assert_int_equal(num(f, "SELECT count(*) FROM rollup_queue"), 1004);
+
+	char err[512];
+	int taken = rollup_pass(f->db.conn, err, sizeof err);
+	if (taken < 0)
+		fail_msg("rollup_pass: %s", err);
+	assert_int_equal(num(f, "SELECT count(DISTINCT sandbox_id) FROM usage_hourly "
+	                        "WHERE sandbox_id LIKE 'good-%'"),
+	                 1000);
+	assert_int_equal(num(f, "SELECT count(*) FROM rollup_queue WHERE waiting IS NULL"), 0);
+	assert_int_equal(num(f, "SELECT count(*) FROM rollup_queue"), 4);
+
+	char *out = meter_cli(f, 0, "parked", NULL, NULL), line[1024];
+	assert_non_null(parked_line(out, "zero-mem", line, sizeof line));
+	assert_non_null(strstr(line, " acme "));
+	assert_non_null(strstr(line, " parked "));
+	assert_non_null(
+	        strstr(line, "1000 millicores of CPU and 0 bytes of memory are out of range"));
+	assert_non_null(parked_line(out, "ghost", line, sizeof line));
+	assert_non_null(strstr(line, " unregistered "));
+	assert_non_null(strstr(line, "names account \"nobody\", which does not exist"));
+	assert_non_null(parked_line(out, "absurd", line, sizeof line));
+	assert_non_null(strstr(line, "out of range"));
+	assert_non_null(strstr(line, "         2  ")); /* its two samples wait */
+	assert_non_null(parked_line(out, "trap", line, sizeof line));
+	assert_non_null(strstr(line, "planted failure"));
+	free(out);
+
+	/* The trap is fixed: a retry of it rates it; the others are left alone. */
+	sql(f, "DROP TRIGGER trap ON usage_hourly");
+	free(meter_cli(f, 0, "parked", "retry", "trap"));
+	free(meter_cli(f, 1, "parked", "retry", "good-1")); /* nothing of it set aside */
+	assert_true(rollup_pass(f->db.conn, err, sizeof err) >= 1);
+	assert_int_equal(num(f, "SELECT count(*) FROM usage_hourly WHERE sandbox_id = 'trap'"), 2);
+	assert_int_equal(num(f, "SELECT count(*) FROM rollup_queue"), 3);
+	/* --all wakes the rest; still broken, they are set aside again, since unchanged */
+	long since = num(f, "SELECT extract(epoch FROM min(waiting_since))::bigint "
+	                    "FROM rollup_queue");
+	free(meter_cli(f, 0, "parked", "retry", "--all"));
+	assert_int_equal(num(f, "SELECT count(*) FROM rollup_queue WHERE waiting IS NULL"), 3);
+	assert_int_equal(rollup_pass(f->db.conn, err, sizeof err), 3);
+	assert_int_equal(num(f, "SELECT count(*) FROM rollup_queue WHERE waiting IS NULL"), 0);
+	assert_int_equal(num(f, "SELECT extract(epoch FROM min(waiting_since))::bigint "
+	                        "FROM rollup_queue"),
+	                 since);
+
+	/* The platform registers zero-mem with its real size: that wakes and rates it. */
+	assert_true(api_start(&f->api, METER_API_BIN, f->db.url, "--log-level=info"));
+	const char *reg = "{\"id\": \"zero-mem\", \"account_id\": \"acme\", \"vcpus\": 1, "
+	                  "\"memory_gib\": 2}";
+	struct http_res r;
+	http_do(f->api.port, "POST", "/v1/sandboxes", f->admin, reg, strlen(reg), &r);
+	assert_int_equal(r.status, 201);
+	http_free(&r);
+	wait_rollups(f);
+	assert_int_equal(num(f, "SELECT count(*) FROM rollup_queue"), 2);
+	http_do(f->api.port, "GET", "/metrics", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body, "\nmeter_rollup_parked 1\n"));
+	assert_non_null(strstr(r.body, "\nmeter_samples_unattributed 1\n"));
+	http_free(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -237,6 +374,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                ten_thousand_such_sandboxes_in_one_account_month_are_exact, setup,
 	                teardown),
+	        cmocka_unit_test_setup_teardown(a_poisoned_head_of_the_queue_holds_up_no_one, setup,
+	                                        teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
