@@ -112,9 +112,15 @@ void h_metrics(struct req *r)
 			        "# HELP meter_rollup_parked Sandboxes set aside because they "
 			        "cannot "
 			        "be rated (meter parked lists them with the reason).\n"
-			        "# TYPE meter_rollup_parked gauge\nmeter_rollup_parked %s\n",
+			        "# TYPE meter_rollup_parked gauge\nmeter_rollup_parked %s\n"
+			        "# HELP meter_unpriced_intervals_total Intervals that end before "
+			        "any "
+			        "price plan is in force: counted, not billed.\n"
+			        "# TYPE meter_unpriced_intervals_total counter\n"
+			        "meter_unpriced_intervals_total %s\n",
 			        PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
-			        strtod(PQgetvalue(res, 0, 2), NULL) / 1e6, PQgetvalue(res, 0, 3));
+			        strtod(PQgetvalue(res, 0, 2), NULL) / 1e6, PQgetvalue(res, 0, 3),
+			        PQgetvalue(res, 0, 4));
 		}
 		PQclear(res);
 		pool_give(p, c);

@@ -95,10 +95,12 @@ static const char *const sql[Q_COUNT] = {
         [Q_ROLLUP_STATS] =
                 "SELECT count(*) FILTER (WHERE waiting IS NULL), "
                 "count(*) FILTER (WHERE waiting_kind = 'unregistered'), "
-                "coalesce(" US("clock_timestamp() - min(queued_at) FILTER (WHERE waiting "
-                               "IS NULL)") ", 0) "
-                                           ", count(*) FILTER (WHERE waiting_kind = 'parked') "
-                                           "FROM rollup_queue",
+                "coalesce(" US(
+                        "clock_timestamp() - min(queued_at) FILTER (WHERE waiting "
+                        "IS NULL)") ", 0) "
+                                    ", count(*) FILTER (WHERE waiting_kind = 'parked'), "
+                                    "(SELECT coalesce(sum(intervals), 0) FROM usage_unpriced) "
+                                    "FROM rollup_queue",
 };
 
 bool queries_prepare(PGconn *c, char *err, size_t errlen)

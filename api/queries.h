@@ -27,7 +27,8 @@ enum query {
 	Q_SANDBOX_PEAK,  /* sandbox, from µs, to µs -> peak memory bytes and the last limit */
 	Q_RUNNING_COUNT, /* account -> running sandboxes */
 	Q_DAILY,         /* account, from µs, to µs -> per day and plan sums, in order */
-	Q_ROLLUP_STATS,  /* -> pending marks, unregistered, age of the oldest (µs), parked */
+	Q_ROLLUP_STATS,  /* -> pending marks, unregistered, age of the oldest (µs), parked,
+	                  *    unpriced intervals */
 	Q_COUNT
 };
 

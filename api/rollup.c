@@ -112,10 +112,11 @@ static void arr_free(struct arr *a)
 	*a = (struct arr){0};
 }
 
-/* Usage of one hour under one plan. */
+/* Usage of one hour under one plan; plan 0 holds the hour's unpriced intervals (rule 6). */
 struct bucket {
 	int64_t hour, plan;
 	struct meter_usage u;
+	int64_t intervals;
 };
 
 struct smp {
@@ -189,9 +190,9 @@ static enum meter_status emit(void *ctx, const struct meter_interval *iv,
 	struct job *j = ctx;
 	if (iv->end_us <= j->window)
 		return METER_OK; /* before the window: its hour is not re-rated */
-	int64_t hour = meter_hour_of(iv->end_us);
+	int64_t hour = meter_hour_of(iv->end_us), id = plan ? plan->id : 0;
 	size_t i = j->nb;
-	while (i > 0 && !(j->b[i - 1].hour == hour && j->b[i - 1].plan == plan->id))
+	while (i > 0 && !(j->b[i - 1].hour == hour && j->b[i - 1].plan == id))
 		i--;
 	if (i == 0) {
 		if (j->nb == j->capb) {
@@ -202,9 +203,10 @@ static enum meter_status emit(void *ctx, const struct meter_interval *iv,
 			j->b = nb;
 			j->capb = cap;
 		}
-		j->b[j->nb] = (struct bucket){.hour = hour, .plan = plan->id};
+		j->b[j->nb] = (struct bucket){.hour = hour, .plan = id};
 		i = ++j->nb;
 	}
+	j->b[i - 1].intervals++;
 	return meter_usage_add_interval(&j->b[i - 1].u, &j->size, iv);
 }
 
@@ -466,6 +468,8 @@ static const char clear_sql[] =
 	"  USING unnest($1::text[], $2::text[], $3::bigint[]) j(a, s, w) "
 	"  WHERE u.account_id = j.a AND u.sandbox_id = j.s "
 	"  AND u.hour > " TS("j.w") " - interval '1 hour' RETURNING u.*), "
+	"unpriced AS (DELETE FROM usage_unpriced u USING unnest($2::text[], $3::bigint[]) j(s, w) "
+	"  WHERE u.sandbox_id = j.s AND u.hour > " TS("j.w") " - interval '1 hour'), "
 	"agg AS (SELECT account_id, (date_trunc('month', hour AT TIME ZONE 'UTC'))::date m, "
 	"  price_plan_id, sum(cpu_measured_us) a, sum(cpu_billed_us) b, sum(busy_us) c, "
 	"  sum(idle_us) d, sum(wall_us) e, sum(memory_mgib_us) f FROM old GROUP BY 1, 2, 3) "
@@ -475,6 +479,13 @@ static const char clear_sql[] =
 	"  memory_mgib_us = t.memory_mgib_us - agg.f "
 	"FROM agg WHERE t.account_id = agg.account_id AND t.month = agg.m "
 	"  AND t.price_plan_id = agg.price_plan_id";
+
+/* The new hours' unpriced intervals (rule 6), one array per column. */
+static const char unpriced_sql[] =
+	"INSERT INTO usage_unpriced (account_id, sandbox_id, hour, intervals, wall_us, "
+	"  cpu_measured_us) "
+	"SELECT a, s, " TS("h") ", n, w, c FROM unnest($1::text[], $2::text[], $3::bigint[], "
+	"  $4::bigint[], $5::bigint[], $6::bigint[]) v(a, s, h, n, w, c)";
 
 /* Inserts the new hours (one array per column) and adds them to account_month. */
 static const char insert_sql[] =
@@ -747,17 +758,33 @@ out:
 	return ok;
 }
 
-/* Rates one span with the plan in force at its end into j->b. */
+/* Rates one span with the plan in force at its end into j->b (none: unpriced, plan 0). */
 static enum meter_status rate_span(struct job *j, const struct meter_span *sp)
 {
-	const struct meter_plan *plan = meter_plan_at(j->plans, j->nplans, sp->end_us);
+	const struct meter_plan *plan;
 	struct meter_interval iv;
-	enum meter_status st;
-	if (plan == NULL)
-		return METER_ENOPLAN;
-	if ((st = meter_interval_rate(&j->size, plan->cpu_floor_ppm, sp, &iv)))
-		return st;
-	return emit(j, &iv, plan);
+	enum meter_status st = meter_span_rate(j->plans, j->nplans, &j->size, sp, &iv, &plan);
+	return st ? st : emit(j, &iv, plan);
+}
+
+/* Says which of the sandbox's re-rated intervals end before any price plan (rule 6). */
+static void log_unpriced(const struct job *j)
+{
+	int64_t n = 0, first = INT64_MAX, last = INT64_MIN;
+	for (size_t i = 0; i < j->nb; i++)
+		if (j->b[i].plan == 0) {
+			n += j->b[i].intervals;
+			first = j->b[i].hour < first ? j->b[i].hour : first;
+			last = j->b[i].hour > last ? j->b[i].hour : last;
+		}
+	if (n == 0)
+		return;
+	char a[METER_TIME_BUF], b[METER_TIME_BUF];
+	meter_time_format(first, a, sizeof a);
+	meter_time_format(last + METER_US_PER_HOUR, b, sizeof b);
+	log_warn("rollup: sandbox %s (account %s): %lld interval(s) ending between %s and %s end "
+	         "before any price plan is in force: counted as unpriced, not billed",
+	         j->sandbox, j->account, (long long)n, a, b);
 }
 
 /*
@@ -824,6 +851,7 @@ static bool rate(struct job *j)
 			return false;
 		}
 	}
+	log_unpriced(j);
 	return true;
 rule:
 	cannot_rate(j, meter_strerror(st));
@@ -879,6 +907,46 @@ out:
 	return ok;
 }
 
+/* Stores the rated sandboxes' unpriced intervals, hour by hour (usually none). */
+static bool store_unpriced(PGconn *c, const struct job *jobs, size_t n, char *err, size_t errlen)
+{
+	struct arr a[6] = {{0}};
+	size_t rows = 0;
+	bool ok = false;
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; jobs[i].fate == RATE && k < jobs[i].nb; k++) {
+			const struct bucket *b = &jobs[i].b[k];
+			if (b->plan != 0)
+				continue;
+			arr_str(&a[0], jobs[i].account);
+			arr_str(&a[1], jobs[i].sandbox);
+			arr_int(&a[2], b->hour);
+			arr_int(&a[3], b->intervals);
+			arr_int(&a[4], (int64_t)b->u.wall_us); /* within 64 bits: rate() checked */
+			arr_int(&a[5], (int64_t)b->u.cpu_measured_us);
+			rows++;
+		}
+	const char *p[6];
+	PGresult *r = NULL;
+	if (rows == 0) {
+		ok = true;
+		goto out;
+	}
+	for (int k = 0; k < 6; k++)
+		if ((p[k] = arr_end(&a[k])) == NULL) {
+			snprintf(err, errlen, "could not store unpriced intervals: out of memory");
+			goto out;
+		}
+	r = rq(c, unpriced_sql, 6, p, PGRES_COMMAND_OK, "could not store unpriced intervals", err,
+	       errlen);
+	ok = r != NULL;
+out:
+	PQclear(r);
+	for (int k = 0; k < 6; k++)
+		arr_free(&a[k]);
+	return ok;
+}
+
 /*
  * Stores the batch: the rated sandboxes' hours replaced from their windows
  * on, account_month kept in step, their marks removed; the others parked.
@@ -914,10 +982,14 @@ static bool store(PGconn *c, struct job *jobs, size_t n, char *err, size_t errle
 	r = NULL;
 	for (int k = 0; k < 3; k++)
 		arr_free(&a[k]);
+	if (!store_unpriced(c, jobs, n, err, errlen))
+		goto out;
 	for (size_t i = 0; i < n; i++) {
 		const struct job *j = &jobs[i];
 		for (size_t k = 0; j->fate == RATE && k < j->nb; k++) {
 			const struct bucket *b = &j->b[k];
+			if (b->plan == 0)
+				continue; /* unpriced: store_unpriced */
 			arr_str(&a[0], j->account);
 			arr_str(&a[1], j->sandbox);
 			arr_int(&a[2], b->hour);

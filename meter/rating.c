@@ -163,18 +163,26 @@ enum meter_status meter_usage_cost(const struct meter_usage *u, const struct met
 	return METER_OK;
 }
 
+enum meter_status meter_span_rate(const struct meter_plan *plans, size_t nplans,
+                                  const struct meter_size *size, const struct meter_span *sp,
+                                  struct meter_interval *out, const struct meter_plan **plan)
+{
+	const struct meter_plan *p = meter_plan_at(plans, nplans, sp->end_us);
+	/* Unpriced: measured as it is, with no floor to raise it. */
+	enum meter_status st = meter_interval_rate(size, p ? p->cpu_floor_ppm : 0, sp, out);
+	if (st == METER_OK)
+		*plan = p;
+	return st;
+}
+
 static enum meter_status rate_span(const struct meter_plan *plans, size_t nplans,
                                    const struct meter_size *size, const struct meter_span *sp,
                                    meter_emit_fn emit, void *ctx)
 {
-	const struct meter_plan *plan = meter_plan_at(plans, nplans, sp->end_us);
+	const struct meter_plan *plan;
 	struct meter_interval iv;
-	enum meter_status st;
-	if (plan == NULL)
-		return METER_ENOPLAN;
-	if ((st = meter_interval_rate(size, plan->cpu_floor_ppm, sp, &iv)))
-		return st;
-	return emit(ctx, &iv, plan);
+	enum meter_status st = meter_span_rate(plans, nplans, size, sp, &iv, &plan);
+	return st ? st : emit(ctx, &iv, plan);
 }
 
 enum meter_status meter_rate_sandbox(const struct meter_plan *plans, size_t nplans,

@@ -139,14 +139,25 @@ struct meter_cost {
 enum meter_status meter_usage_cost(const struct meter_usage *u, const struct meter_plan *p,
                                    struct meter_cost *out);
 
-/* Called for each rated interval, with the plan in force at its end. */
+/*
+ * Rates one span by the plan in force at its end (rule 6): *plan is that plan.
+ * An interval that ends before any plan is in force is unpriced: *plan is
+ * NULL and out holds its measured CPU, unclamped (no plan, no floor); it is
+ * counted, never billed, and the sandbox's other intervals are rated as
+ * usual. Errors as meter_interval_rate.
+ */
+enum meter_status meter_span_rate(const struct meter_plan *plans, size_t nplans,
+                                  const struct meter_size *size, const struct meter_span *sp,
+                                  struct meter_interval *out, const struct meter_plan **plan);
+
+/* Called for each rated interval, with the plan in force at its end (NULL: unpriced). */
 typedef enum meter_status (*meter_emit_fn)(void *ctx, const struct meter_interval *iv,
                                            const struct meter_plan *plan);
 
 /*
  * Rates all of one sandbox: its samples in the order meter_series_next wants,
- * then the stop. Calls emit for each interval; stops at the first error
- * (METER_ENOPLAN for an interval that ends before any plan, or emit's own).
+ * then the stop. Calls emit for each interval, with plan NULL for an unpriced
+ * one (meter_span_rate); stops at the first error (emit's own, or a rule's).
  * An incarnation that comes back after another began is METER_EORDER.
  */
 enum meter_status meter_rate_sandbox(const struct meter_plan *plans, size_t nplans,

@@ -772,13 +772,16 @@ static void rollups_match_the_raw_rating_around_stops_and_overlaps(void **state)
 	                                  {1, hms("06:00:40"), S10(4)}};
 	same_as_raw(f, "sk", "2026-10-05T06:00:30Z", "2026-10-05T06:10:00Z", sk, 4);
 
-	/* A sandbox that cannot be rated (samples before any price plan) holds up no other. */
+	/* A sandbox that lived before any price plan is rated as unpriced (rule 6), never
+	 * parked, and holds up no other. */
 	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
 	       "VALUES ('old', 'acme', 2, 4, '2020-01-01T00:00:00Z', '2020-01-02T00:00:00Z')");
 	sql(f, "INSERT INTO rollup_queue VALUES ('old', '-infinity', now() - interval '1 day')");
 	at(f, "st", 1, "05:30:00", 20);
-	assert_true(num(f, "SELECT count(*) FROM rollup_queue WHERE sandbox_id = 'old' AND "
-	                   "waiting LIKE 'cannot rate: %'") == 1);
+	assert_true(num(f, "SELECT count(*) FROM rollup_queue WHERE sandbox_id = 'old'") == 0);
+	assert_true(num(f, "SELECT count(*) FROM usage_unpriced WHERE sandbox_id = 'old' AND "
+	                   "wall_us = 86400000000") == 1);
+	assert_true(num(f, "SELECT count(*) FROM usage_hourly WHERE sandbox_id = 'old'") == 0);
 	const struct meter_sample st2[] = {{1, hms("04:50:00"), S10(10)},
 	                                   {1, hms("05:00:10"), S10(12)},
 	                                   {1, hms("05:30:00"), S10(20)}};

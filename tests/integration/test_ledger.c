@@ -365,6 +365,52 @@ static void a_poisoned_head_of_the_queue_holds_up_no_one(void **state)
 	http_free(&r);
 }
 
+/* ---- rule 6: intervals before any price plan ---- */
+
+/*
+ * A host whose clock was behind stamps a sandbox's first samples before the
+ * default plan took effect (2026-09-25T00:00:00Z). Those intervals are counted
+ * as unpriced and not billed; the interval that ends after the plan began and
+ * every later one are billed as usual, and nothing is parked. By hand:
+ *   23:59:00 (1 s), 23:59:30 (2 s): two unpriced intervals (0 s long, 30 s long)
+ *   00:00:30 (62 s): 60 s busy, 60 CPU-s billed
+ *   00:01:30 (62 s): 60 s idle, the floor 2.5 % x 1 vCPU x 60 s = 1.5 CPU-s
+ *   billed 61.5 CPU-s, 120 sandbox-s, 120 GiB-s
+ */
+static void intervals_before_any_price_plan_are_counted_not_billed(void **state)
+{
+	struct fx *f = *state;
+	sql(f, "INSERT INTO accounts (id, name, plan) VALUES ('early', 'Early', 'paid')");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib) "
+	       "VALUES ('clock-behind', 'early', 1, 1)");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('clock-behind', 9, '2026-09-24T23:59:00Z', 'h', 1000000), "
+	       "('clock-behind', 9, '2026-09-24T23:59:30Z', 'h', 2000000), "
+	       "('clock-behind', 9, '2026-09-25T00:00:30Z', 'h', 62000000), "
+	       "('clock-behind', 9, '2026-09-25T00:01:30Z', 'h', 62000000)");
+	wait_rollups(f);
+	assert_int_equal(num(f, "SELECT count(*) FROM rollup_queue"), 0);
+	cJSON *u = get(f, "/v1/accounts/early/usage?from=2026-09-01T00:00:00Z"
+	                  "&to=2026-10-01T00:00:00Z");
+	assert_string_equal(str(u, "cpu_seconds"), "60");
+	assert_string_equal(str(u, "vcpu_hours"), "0.017083");
+	assert_string_equal(str(u, "sandbox_hours"), "0.033333");
+	assert_string_equal(str(u, "busy_hours"), "0.016667");
+	assert_string_equal(str(u, "cost_exact"), "0.000677083");
+	cJSON_Delete(u);
+	struct http_res r;
+	http_do(f->api.port, "GET", "/metrics", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body, "\nmeter_unpriced_intervals_total 2\n"));
+	assert_non_null(strstr(r.body, "\nmeter_rollup_parked 0\n"));
+	http_free(&r);
+	/* Samples of the later hours come late, out of order: the unpriced ones stay two. */
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('clock-behind', 9, '2026-09-25T00:02:30Z', 'h', 63000000)");
+	wait_rollups(f);
+	assert_int_equal(num(f, "SELECT sum(intervals) FROM usage_unpriced"), 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -376,6 +422,8 @@ int main(void)
 	                teardown),
 	        cmocka_unit_test_setup_teardown(a_poisoned_head_of_the_queue_holds_up_no_one, setup,
 	                                        teardown),
+	        cmocka_unit_test_setup_teardown(
+	                intervals_before_any_price_plan_are_counted_not_billed, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -49,8 +49,8 @@ static struct meter_interval rate(int64_t floor_ppm, int64_t start, int64_t end,
 struct collect {
 	struct meter_usage usage;
 	struct meter_interval iv[16];
-	int64_t plan_id[16];
-	size_t n;
+	int64_t plan_id[16]; /* 0: unpriced */
+	size_t n, unpriced;
 };
 
 static enum meter_status collect(void *ctx, const struct meter_interval *iv,
@@ -59,7 +59,11 @@ static enum meter_status collect(void *ctx, const struct meter_interval *iv,
 	struct collect *c = ctx;
 	assert_true(c->n < 16);
 	c->iv[c->n] = *iv;
-	c->plan_id[c->n++] = plan->id;
+	c->plan_id[c->n++] = plan ? plan->id : 0;
+	if (plan == NULL) { /* unpriced: counted, never billed */
+		c->unpriced++;
+		return METER_OK;
+	}
 	return meter_usage_add_interval(&c->usage, &size_2_4, iv);
 }
 
@@ -300,11 +304,29 @@ static void a_price_change_rates_by_the_plan_in_force_at_the_interval_end(void *
 	assert_int_equal(c.plan_id[1], 1); /* ends exactly at the change */
 	assert_int_equal(c.plan_id[2], 2);
 
-	/* An interval that ends before any plan cannot be rated. */
-	struct meter_sample early[] = {{1, plans[0].effective_from_us - S(1), 0}};
+	/* Rule 6: an interval that ends before any plan is unpriced, not billed, and the
+	 * sandbox's other intervals are billed as usual. */
+	struct meter_sample early[] = {{1, plans[0].effective_from_us - S(20), S(1)},
+	                               {1, plans[0].effective_from_us - S(10), S(6)},
+	                               {1, plans[0].effective_from_us + S(10), S(7)}};
+	struct collect e = {0};
 	assert_int_equal(meter_rate_sandbox(plans, 2, &size_2_4, METER_TIME_NONE, METER_TIME_NONE,
-	                                    early, 1, collect, &c),
-	                 METER_ENOPLAN);
+	                                    early, 3, collect, &e),
+	                 METER_OK);
+	assert_int_equal(e.n, 3);
+	assert_int_equal(e.unpriced, 2);
+	assert_int_equal(e.iv[1].billed_us, S(5)); /* measured, no floor */
+	assert_int_equal(e.plan_id[2], 1);
+	assert_true(e.usage.wall_us == S(20)); /* only the priced interval */
+	assert_true(e.usage.cpu_billed_us == S(1));
+	/* a stop before any plan: unpriced too */
+	struct collect g = {0};
+	assert_int_equal(meter_rate_sandbox(plans, 2, &size_2_4, plans[0].effective_from_us - S(60),
+	                                    plans[0].effective_from_us - S(30), NULL, 0, collect,
+	                                    &g),
+	                 METER_OK);
+	assert_int_equal(g.unpriced, 1);
+	assert_true(g.usage.wall_us == 0);
 }
 
 static void an_interval_belongs_to_the_hour_in_which_it_ends(void **state)
