@@ -102,9 +102,10 @@ bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
 		reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found", id);
 		goto out;
 	}
-	int64_t before = 0;
+	int64_t before = 0, crossing = METER_TIME_NONE;
 	if (!account_from_row(res, 0, &s->a) || !col_int(res, 0, 7, &s->running) ||
-	    !col_int(res, 0, 8, &before)) {
+	    !col_int(res, 0, 8, &before) ||
+	    (!PQgetisnull(res, 0, 10) && !col_int(res, 0, 10, &crossing))) {
 		reply_problemf(r, 500, "internal", "Internal error", "account row is malformed");
 		goto out;
 	}
@@ -153,8 +154,9 @@ bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
 		/* the grant covers all of the month: nothing to pay */
 		for (size_t i = 0; i < nmonth; i++)
 			cov[ncov++] = month_pp[i];
-	} else if (left > 0 && !month_trial_cover(c, s->a.id, s->month_start_us, 0, &left, cov,
-	                                          &ncov, err, sizeof err)) {
+	} else if (left > 0 &&
+	           !month_trial_covered(c, s->a.id, s->month_start_us, 0, s->a.grant_us, crossing,
+	                                month_pp, nmonth, cov, &ncov, err, sizeof err)) {
 		reply_db_error(r, err, NULL);
 		goto out;
 	}

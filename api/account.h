@@ -3,10 +3,9 @@
  *
  * The state is read from committed rows: the account, its running
  * sandboxes, and its usage per month and plan (account_month, kept by the
- * rollup worker). The trial grant covers usage hour by hour in the order of
- * the hours (within one hour, all the account's sandboxes share it in
- * proportion); month-to-date cost is what the grant does not cover, at each
- * plan's prices.
+ * rollup worker). The trial grant covers the account's intervals in the
+ * order of their ends (rule 8, common/month.h); month-to-date cost is what
+ * the grant does not cover, at each plan's prices.
  */
 #ifndef API_ACCOUNT_H
 #define API_ACCOUNT_H

@@ -199,6 +199,31 @@ static bool store(PGconn *c, const char *account, int64_t month_us, meter_money 
 	return true;
 }
 
+/*
+ * Whether a month's figures are settled: no sample up to its end waits for
+ * the rollup (marks set aside are not waited for: they may wait for an
+ * operator), and the account's trial crossing is not being found again.
+ */
+static bool month_settled(PGconn *c, const char *account, int64_t month_us, bool *settled,
+                          char *err, size_t errlen)
+{
+	char end[24];
+	snprintf(end, sizeof end, "%lld", (long long)meter_month_next(month_us));
+	const char *p[] = {account, end};
+	PGresult *r = db_query(
+	        c,
+	        "SELECT NOT EXISTS (SELECT 1 FROM trial_queue WHERE account_id = $1) "
+	        "AND NOT EXISTS (SELECT 1 FROM rollup_queue q JOIN sandboxes s "
+	        "  ON s.id = q.sandbox_id WHERE s.account_id = $1 "
+	        "  AND q.waiting IS NULL AND q.from_ts < " TS("$2") ")",
+	        2, p, PGRES_TUPLES_OK, "could not read what is still being rated", err, errlen);
+	if (r == NULL)
+		return false;
+	*settled = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+	PQclear(r);
+	return true;
+}
+
 /* The lines of a month now: its own usage, then adjustments of earlier final months. */
 static bool lines(PGconn *c, const char *account, int64_t month_us, const struct meter_plan *plans,
                   size_t nplans, struct meter_invoice *inv, struct qrow *rows, size_t *nrows,
@@ -282,6 +307,12 @@ bool invoice_get(PGconn *c, const char *account, int64_t month_us, int64_t now_u
 		goto out;
 	int64_t due = meter_month_next(month_us) + grace_us;
 	out->final = now_us >= due;
+	if (out->final) {
+		bool settled;
+		if (!month_settled(c, account, month_us, &settled, err, errlen))
+			goto out;
+		out->final = settled; /* a draft a little longer, never final and wrong */
+	}
 	struct invoice_meta meta = {.account_id = account,
 	                            .account_name = PQgetvalue(r, 0, 0),
 	                            .month_start_us = month_us,

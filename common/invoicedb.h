@@ -2,8 +2,9 @@
  * common/invoicedb.h: a month's invoice, draft or final, from the database.
  *
  * An invoice is a draft, recomputed from the rollups on every request, until
- * the grace period after its month has passed; the first request after that
- * finalises it: its JSON and CSV are stored byte for byte with the
+ * the grace period after its month has passed and nothing of the month waits
+ * for the rollup (a sample's mark, the trial's crossing); the first request
+ * after that finalises it: its JSON and CSV are stored byte for byte with the
  * quantities it billed (tables invoices and invoice_quantities, which the
  * database refuses to change), and every later request gets those bytes.
  * Each invoice carries adjustment lines for earlier final months: the usage

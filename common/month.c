@@ -54,62 +54,83 @@ bool plan_sum_add(struct plan_sum *sums_, size_t *n, size_t cap, int64_t plan,
 	return meter_usage_add(&sums_[i].u, u) == METER_OK;
 }
 
-bool month_trial_cover(PGconn *c, const char *account, int64_t month_start_us, int64_t until_us,
-                       int64_t *left_us, struct plan_sum *covered, size_t *ncovered, char *err,
-                       size_t errlen)
+/* Clamps every quantity of c to at most u's. */
+static void at_most(struct meter_usage *c, const struct meter_usage *u)
 {
-	char from[24], to[24], limit[24];
-	int64_t cursor = month_start_us, page = 8, left = *left_us;
-	snprintf(to, sizeof to, "%lld", (long long)hours_end(month_start_us, until_us));
-	while (left > 0) {
-		snprintf(from, sizeof from, "%lld", (long long)cursor);
-		snprintf(limit, sizeof limit, "%lld", (long long)page);
-		const char *params[] = {account, from, to, limit};
-		PGresult *res = PQexecParams(
-		        c,
-		        "SELECT " US("hour") ", price_plan_id, " SUMS " FROM usage_hourly "
-		                             "WHERE account_id = $1 AND hour >= " TS(
-		                                     "$2") " AND hour < " TS("$3") " "
-		                                                                   "GROUP BY hour, "
-		                                                                   "price_plan_id "
-		                                                                   "ORDER BY hour, "
-		                                                                   "price_plan_id "
-		                                                                   "LIMIT $4",
-		        4, NULL, params, NULL, NULL, 0);
-		if (!db_check(res, PGRES_TUPLES_OK, "could not read hourly usage", err, errlen)) {
-			PQclear(res);
+	meter_i128 *cv[] = {&c->cpu_measured_us, &c->cpu_billed_us, &c->busy_us,
+	                    &c->idle_us,         &c->wall_us,       &c->mem_mgib_us};
+	const meter_i128 uv[] = {u->cpu_measured_us, u->cpu_billed_us, u->busy_us,
+	                         u->idle_us,         u->wall_us,       u->mem_mgib_us};
+	for (int i = 0; i < 6; i++)
+		if (*cv[i] > uv[i])
+			*cv[i] = uv[i];
+}
+
+/* Adds the rows (plan, six sums) of r to sums; false when they cannot be. */
+static bool add_rows(const PGresult *r, struct plan_sum *s, size_t *n)
+{
+	for (int i = 0; i < PQntuples(r); i++) {
+		struct meter_usage u;
+		int64_t plan;
+		if (!col(r, i, 0, &plan) || !sums(r, i, 1, &u) ||
+		    !plan_sum_add(s, n, MONTH_PLANS_MAX, plan, &u))
 			return false;
-		}
-		/* A full page may end inside an hour: take its whole hours only. */
-		int n = PQntuples(res), take = n;
-		if (n == page) {
-			int64_t last, h;
-			col(res, n - 1, 0, &last);
-			while (take > 0 && col(res, take - 1, 0, &h) && h == last)
-				take--;
-			if (take == 0)
-				take = n; /* one hour fills the page: take it whole */
-		}
-		for (int i = 0; i < take && left > 0; i++) {
-			struct meter_usage u = {0}, part = {0};
-			int64_t plan, hour;
-			if (!col(res, i, 0, &hour) || !col(res, i, 1, &plan) ||
-			    !sums(res, i, 2, &u) ||
-			    meter_trial_cover_usage(&left, &u, &part) != METER_OK ||
-			    !plan_sum_add(covered, ncovered, MONTH_PLANS_MAX, plan, &part)) {
-				PQclear(res);
-				snprintf(err, errlen,
-				         "the trial's share of the month cannot be summed");
-				return false;
-			}
-			cursor = hour + 1;
-		}
-		PQclear(res);
-		if (n < page)
-			break; /* no more hours */
-		page *= 4;
 	}
-	*left_us = left;
+	return true;
+}
+
+bool month_trial_covered(PGconn *c, const char *account, int64_t month_start_us, int64_t until_us,
+                         int64_t grant_us, int64_t crossing_hour, const struct plan_sum *used,
+                         size_t nused, struct plan_sum *covered, size_t *ncovered, char *err,
+                         size_t errlen)
+{
+	*ncovered = 0;
+	int64_t end = hours_end(month_start_us, until_us);
+	if (grant_us <= 0 || (crossing_hour != METER_TIME_NONE && crossing_hour < month_start_us))
+		return true; /* no grant, or it ran out before the month */
+	if (crossing_hour == METER_TIME_NONE || crossing_hour >= end) {
+		memcpy(covered, used, nused * sizeof *used); /* it lasts beyond the month */
+		*ncovered = nused;
+		return true;
+	}
+	/* It runs out inside the month: the hours before whole, its part of that hour. */
+	char from[24], to[24];
+	snprintf(from, sizeof from, "%lld", (long long)month_start_us);
+	snprintf(to, sizeof to, "%lld", (long long)crossing_hour);
+	const char *p[] = {account, from, to};
+	PGresult *r = db_query(c,
+	                       "SELECT price_plan_id, " SUMS " FROM usage_hourly "
+	                       "WHERE account_id = $1 AND hour >= " TS("$2") " AND hour < " TS(
+	                               "$3") " GROUP BY price_plan_id",
+	                       3, p, PGRES_TUPLES_OK, "could not read hourly usage", err, errlen);
+	if (r == NULL)
+		return false;
+	bool ok = add_rows(r, covered, ncovered);
+	PQclear(r);
+	r = ok ? db_query(c,
+	                  "SELECT price_plan_id, cpu_measured_us, cpu_billed_us, busy_us, idle_us, "
+	                  "wall_us, memory_mgib_us FROM trial_cover WHERE account_id = $1",
+	                  1, p, PGRES_TUPLES_OK, "could not read the trial's cover", err, errlen)
+	       : NULL;
+	if (ok && r == NULL)
+		return false;
+	ok = ok && add_rows(r, covered, ncovered);
+	PQclear(r);
+	if (!ok) {
+		snprintf(err, errlen, "the trial's share of the month cannot be summed");
+		return false;
+	}
+	/* Never more than was used: the crossing hour is rated from the samples as they are,
+	 * and a sandbox whose new samples there wait for their mark shows more for a moment,
+	 * until that mark's rating finds the crossing again. */
+	for (size_t k = 0; k < *ncovered; k++) {
+		struct meter_usage none = {0};
+		const struct meter_usage *u = &none;
+		for (size_t i = 0; i < nused; i++)
+			if (used[i].plan_id == covered[k].plan_id)
+				u = &used[i].u;
+		at_most(&covered[k].u, u);
+	}
 	return true;
 }
 
@@ -128,13 +149,19 @@ bool month_usage_load(PGconn *c, const char *account, int64_t month_start_us, in
 	         * into 64 bits */
 	        "least(a.trial_grant_seconds * 1000000, (SELECT coalesce(sum(wall_us), 0) "
 	        "  FROM account_month m WHERE m.account_id = a.id "
-	        "  AND m.month < (" TS("$2") " AT TIME ZONE 'UTC')::date)) "
-	                                     "FROM accounts a WHERE a.id = $1",
+	        "  AND m.month < (" TS(
+	                "$2") " AT TIME ZONE 'UTC')::date)), "
+	                      "(SELECT " US(
+	                              "hour") " FROM trial_crossing t WHERE t.account_id = a.id) "
+	                                      "FROM accounts a WHERE a.id = $1",
 	        2, NULL, params, NULL, NULL, 0);
 	bool ok = db_check(r, PGRES_TUPLES_OK, "could not read the account", err, errlen);
 	if (ok && PQntuples(r) == 1) {
 		out->found = true;
-		ok = col(r, 0, 0, &out->grant_us) && col(r, 0, 1, &out->wall_before_us);
+		ok = col(r, 0, 0, &out->grant_us) && col(r, 0, 1, &out->wall_before_us) &&
+		     col(r, 0, 2, &out->crossing_hour);
+		if (PQgetisnull(r, 0, 2))
+			out->crossing_hour = METER_TIME_NONE;
 	}
 	PQclear(r);
 	if (!ok || !out->found)
@@ -173,15 +200,9 @@ bool month_usage_load(PGconn *c, const char *account, int64_t month_start_us, in
 	PQclear(r);
 	if (!ok)
 		return false;
-	int64_t left =
-	        out->grant_us > out->wall_before_us ? out->grant_us - out->wall_before_us : 0;
-	if (left >= out->wall_us) {
-		memcpy(cov, used, sizeof used[0] * nused);
-		ncov = nused;
-	} else if (left > 0 && !month_trial_cover(c, account, month_start_us, until_us, &left, cov,
-	                                          &ncov, err, errlen)) {
+	if (!month_trial_covered(c, account, month_start_us, until_us, out->grant_us,
+	                         out->crossing_hour, used, nused, cov, &ncov, err, errlen))
 		return false;
-	}
 	for (size_t i = 0; i < nused; i++) {
 		const struct meter_plan *p = NULL;
 		for (size_t k = 0; k < nplans; k++)

@@ -2,10 +2,10 @@
  * common/month.h: an account's usage of one calendar month (UTC), per price
  * plan, and the part of it the free-trial grant covers, from the rollups.
  *
- * The grant covers usage hour by hour in the order of the hours (the hour of
- * an interval is the hour in which it ends); within the hour in which it runs
- * out, all the account's sandboxes share the rest in proportion. The same
- * rule serves the quota check (month to date) and the invoice.
+ * The grant covers the account's intervals in the order of their ends (rule
+ * 8): every hour before the one in which it runs out whole, that hour's part
+ * as the rollup found it interval by interval (trial_cover), nothing after.
+ * The same rule serves the quota check (month to date) and the invoice.
  */
 #ifndef COMMON_MONTH_H
 #define COMMON_MONTH_H
@@ -32,20 +32,23 @@ bool plan_sum_add(struct plan_sum *sums, size_t *n, size_t cap, int64_t plan,
                   const struct meter_usage *u);
 
 /*
- * The part of the month's usage (from month_start_us) the grant covers,
- * (until until_us when not 0), given the grant left at the month's start in
- * *left_us; on return *left_us
- * is what is left after the month. Reads the hours in order, a few at first,
- * so an account whose grant runs out early reads only its first hours.
+ * What the trial grant covers of account's month (from month_start_us,
+ * counting only hours whose intervals all end by until_us when it is not 0),
+ * per plan, given the month's usage per plan (used), the grant and the hour
+ * in which the grant runs out (METER_TIME_NONE: not yet, see
+ * migrations/0016): the hours before it whole, the part of it the rollup
+ * kept (trial_cover), nothing after; never more than used.
  */
-bool month_trial_cover(PGconn *c, const char *account, int64_t month_start_us, int64_t until_us,
-                       int64_t *left_us, struct plan_sum *covered, size_t *ncovered, char *err,
-                       size_t errlen);
+bool month_trial_covered(PGconn *c, const char *account, int64_t month_start_us, int64_t until_us,
+                         int64_t grant_us, int64_t crossing_hour, const struct plan_sum *used,
+                         size_t nused, struct plan_sum *covered, size_t *ncovered, char *err,
+                         size_t errlen);
 
 struct month_usage {
 	struct meter_plan_usage plans[MONTH_PLANS_MAX]; /* plan points into the plans given */
 	size_t n;
 	int64_t grant_us, wall_before_us; /* wall_before_us: up to the grant, no more */
+	int64_t crossing_hour;            /* where the grant runs out, or METER_TIME_NONE */
 	meter_i128 wall_us;
 	bool found; /* the account exists */
 };

@@ -91,7 +91,8 @@ static const char *str(cJSON *o, const char *name)
 static void wait_rollups(struct fx *f)
 {
 	for (int i = 0; i < 1200; i++) {
-		if (num(f, "SELECT count(*) FROM rollup_queue WHERE waiting IS NULL") == 0)
+		if (num(f, "SELECT (SELECT count(*) FROM rollup_queue WHERE waiting IS NULL) + "
+		           "(SELECT count(*) FROM trial_queue)") == 0)
 			return;
 		usleep(50000);
 	}
@@ -411,6 +412,107 @@ static void intervals_before_any_price_plan_are_counted_not_billed(void **state)
 	assert_int_equal(num(f, "SELECT sum(intervals) FROM usage_unpriced"), 2);
 }
 
+/* ---- rule 8: the trial exact to the interval ---- */
+
+/* A sandbox of account, busy at all its vCPUs from start for 30 minutes, sampled every 10 s. */
+static void busy_half_hour(struct fx *f, const char *account, const char *id, int vcpus, int gib,
+                           const char *start)
+{
+	char q[1024];
+	snprintf(
+	        q, sizeof q,
+	        "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	        "VALUES ('%s', '%s', %d, %d, '%s', '%s'::timestamptz + interval '30 minutes')",
+	        id, account, vcpus, gib, start, start);
+	sql(f, q);
+	snprintf(q, sizeof q,
+	         "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) "
+	         "SELECT '%s', 3, '%s'::timestamptz + k * interval '10 s', 'h', "
+	         "  k * %d::bigint * 10000000 FROM generate_series(1, 180) k",
+	         id, start, vcpus);
+	sql(f, q);
+}
+
+static void invoice_total(struct fx *f, const char *account, const char *total, const char *exact)
+{
+	char path[128];
+	snprintf(path, sizeof path, "/v1/accounts/%s/invoices/2026-10", account);
+	cJSON *inv = get(f, path);
+	assert_string_equal(str(inv, "total_exact"), exact);
+	assert_string_equal(str(inv, "total"), total);
+	cJSON_Delete(inv);
+	char both[96];
+	snprintf(both, sizeof both, "%s,%s", total, exact);
+	cli_invoice_total(f, account, "2026-10", both);
+}
+
+/*
+ * Half an hour of grant left; a 16 vCPU / 64 GiB sandbox runs busy 00:00-00:30,
+ * then a 1 vCPU / 1 GiB one 00:30-01:00, in one hour. The grant covers the
+ * intervals in the order of their ends: all of the large one's, none of the
+ * small one's. By hand the invoice is the small one at list prices:
+ *   0.5 h x 1 vCPU x $0.025 + 0.5 h x 1 GiB x $0.0075 = $0.01625
+ * (sharing the hour's rest among both sandboxes said $0.228125). In the other
+ * order the small one is covered and the large one paid for:
+ *   0.5 h x (16 x $0.025 + 64 x $0.0075) = $0.44
+ * And with 5 s more of grant, the small one's first interval (10 s) is the
+ * crossing one, covered half: 5 s x (1 x $0.025 + 1 x $0.0075) / 3600 less.
+ */
+static void the_trials_last_hour_is_split_interval_by_interval(void **state)
+{
+	struct fx *f = *state;
+	sql(f, "INSERT INTO accounts (id, name, plan, trial_grant_seconds) VALUES "
+	       "('big-first', 'A', 'paid', 1800), ('small-first', 'B', 'paid', 1800), "
+	       "('crossing', 'C', 'paid', 1805)");
+	busy_half_hour(f, "big-first", "bf-big", 16, 64, "2026-10-05T00:00:00Z");
+	busy_half_hour(f, "big-first", "bf-small", 1, 1, "2026-10-05T00:30:00Z");
+	busy_half_hour(f, "small-first", "sf-small", 1, 1, "2026-10-05T00:00:00Z");
+	busy_half_hour(f, "small-first", "sf-big", 16, 64, "2026-10-05T00:30:00Z");
+	busy_half_hour(f, "crossing", "cr-big", 16, 64, "2026-10-05T00:00:00Z");
+	busy_half_hour(f, "crossing", "cr-small", 1, 1, "2026-10-05T00:30:00Z");
+	wait_rollups(f);
+	assert_int_equal(num(f, "SELECT count(*) FROM trial_crossing WHERE exact"), 3);
+	invoice_total(f, "big-first", "0.02", "0.01625");
+	invoice_total(f, "small-first", "0.44", "0.44");
+	/* 0.01625 - 5 x 0.0325 / 3600 = 0.01625 - 0.0000451388(8) */
+	invoice_total(f, "crossing", "0.02", "0.016204861");
+	cJSON *t = get(f, "/v1/accounts/crossing/trial");
+	assert_string_equal(str(t, "used_hours"), "0.501389");
+	assert_string_equal(str(t, "remaining_hours"), "0");
+	cJSON_Delete(t);
+
+	/* A late sample of the small sandbox before the crossing moves it: the small
+	 * one's second half (00:30-01:00) came with an earlier stamp of its first
+	 * interval, split in two; nothing billed changes but the split. */
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('cr-small', 3, '2026-10-05T00:30:04Z', 'h', 4000000)");
+	wait_rollups(f);
+	/* the grant's last 5 s: 4 s of the first part, 1 of the second (6 s long) */
+	invoice_total(f, "crossing", "0.02", "0.016204861");
+	/* A sandbox that ran 00:10:00-00:10:30 (1 vCPU, 1 GiB, busy) reports late: its
+	 * intervals end before the crossing and take 30 s of the grant, so the crossing
+	 * moves back into the large one's interval ending 00:29:40 (covered 5 s of 10).
+	 * October is final, so November's invoice adjusts it, line by line:
+	 *   CPU     +30 CPU-s x $0.025 / 3600                  = 0.000208333
+	 *   memory  +30 GiB-s x $0.0075 / 3600                 = 0.000062500
+	 *   trial   covered before: all of the large one and 5 s of the small one
+	 *           (28805 CPU-s, 115205 GiB-s); now 1770 + 5 s of the large one and
+	 *           the late one (28430, 113630): the credit shrinks by
+	 *           375 CPU-s x $0.025 / 3600 + 1575 GiB-s x $0.0075 / 3600
+	 *           = 0.002604167 + 0.003281250                = 0.005885417
+	 *   total                                                0.00615625 */
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	       "VALUES ('cr-late', 'crossing', 1, 1, '2026-10-05T00:10:00Z', "
+	       "'2026-10-05T00:10:30Z')");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) "
+	       "SELECT 'cr-late', 3, '2026-10-05T00:10:00Z'::timestamptz + k * interval '10 s', "
+	       "'h', k * 10000000 FROM generate_series(1, 3) k");
+	wait_rollups(f);
+	cJSON *nov = get(f, "/v1/accounts/crossing/invoices/2026-11");
+	assert_string_equal(str(nov, "total_exact"), "0.00615625");
+	cJSON_Delete(nov);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -424,6 +526,8 @@ int main(void)
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(
 	                intervals_before_any_price_plan_are_counted_not_billed, setup, teardown),
+	        cmocka_unit_test_setup_teardown(the_trials_last_hour_is_split_interval_by_interval,
+	                                        setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

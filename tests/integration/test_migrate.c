@@ -344,6 +344,10 @@ static const struct placement {
         {"invoices", BY_ACCOUNT, "account_id"},
         {"invoice_quantities", BY_ACCOUNT, "account_id"},
         {"limit_notices", BY_ACCOUNT, "account_id"},
+        {"usage_unpriced", BY_ACCOUNT, "account_id"},
+        {"trial_crossing", BY_ACCOUNT, "account_id"},
+        {"trial_cover", BY_ACCOUNT, "account_id"},
+        {"trial_queue", BY_ACCOUNT, "account_id"},
         /* Small tables that do not grow with usage. */
         {"price_plans", REFERENCE, NULL},
         {"api_keys", REFERENCE, NULL},
