@@ -53,7 +53,7 @@ static void append_kv(char *buf, size_t len, const char *k, const char *v)
 	snprintf(buf + o, len - o, "'");
 }
 
-bool testdb_create(struct testdb *t, const char *tag)
+static bool create(struct testdb *t, const char *tag, const char *template_name)
 {
 	static int seq;
 	memset(t, 0, sizeof *t);
@@ -63,7 +63,9 @@ bool testdb_create(struct testdb *t, const char *tag)
 	drop_stale(admin);
 	snprintf(t->name, sizeof t->name, "meter_t_%d_%s_%d", (int)getpid(), tag, seq++);
 	char sql[256];
-	snprintf(sql, sizeof sql, "CREATE DATABASE \"%s\"", t->name);
+	snprintf(sql, sizeof sql, "CREATE DATABASE \"%s\"%s%s%s", t->name,
+	         template_name ? " TEMPLATE \"" : "", template_name ? template_name : "",
+	         template_name ? "\"" : "");
 	PGresult *r = PQexec(admin, sql);
 	bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
 	if (!ok)
@@ -92,6 +94,16 @@ bool testdb_create(struct testdb *t, const char *tag)
 		return false;
 	}
 	return true;
+}
+
+bool testdb_create(struct testdb *t, const char *tag)
+{
+	return create(t, tag, NULL);
+}
+
+bool testdb_create_from(struct testdb *t, const char *tag, const char *template_name)
+{
+	return create(t, tag, template_name);
 }
 
 bool testdb_create_migrated(struct testdb *t, const char *tag)

@@ -1,0 +1,580 @@
+/*
+ * The differential test: seeded scenarios go in through the real write path
+ * and come out of the real API, and every invoice line, trial credit, total
+ * and trial balance must equal what the independent reference
+ * (tests/reference/ref.c) gives from the same raw samples.
+ *
+ * A scenario has one to three accounts with grants from none to 50 hours
+ * (most run out mid-scenario), sandboxes from 0.5 vCPU / 0.5 GiB to
+ * 256 vCPU / 1 TiB, samples at irregular gaps (seconds to hours) whose CPU is
+ * idle, under the floor, busy or over the cap, new incarnations, samples
+ * stamped out of order or before the sandbox started, stops after the last
+ * sample, sandboxes with no sample, a price change, samples before any price
+ * plan. It is written as collectors write it (collector/batch.c and
+ * collector/writer.c, batches shuffled, some twice, some late, after a first
+ * rating), registered and stopped through the API (or registered by the
+ * rollup from the cgroup's limits), and rated by two meter-api processes at
+ * once.
+ *
+ *   test_reference                 seeds 1 to 24 (what CI runs)
+ *   test_reference --seeds A-B     seeds A to B; prints every seed that differs
+ *   test_reference --seed N -v     one seed, with what it compares
+ *
+ * Exit 0 when every seed agrees. Samples after a stop (a lingering empty
+ * cgroup) are not generated yet: the end the collector sees is not built.
+ */
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collector/batch.h"
+#include "collector/writer.h"
+#include "common/keys.h"
+#include "meter/timefmt.h"
+#include "tests/reference/ref.h"
+#include "tests/support/http.h"
+#include "tests/support/testdb.h"
+
+#define SEC     INT64_C(1000000)
+#define HOUR    (3600 * SEC)
+#define BATCHES 512
+
+static bool verbose;
+
+/* ---- the scenario ---- */
+
+static uint64_t rng;
+
+static uint64_t next(void)
+{
+	uint64_t z = (rng += 0x9E3779B97F4A7C15ULL);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	return z ^ (z >> 31);
+}
+
+/* An integer in [lo, hi]. */
+static int64_t pick(int64_t lo, int64_t hi)
+{
+	return lo + (int64_t)(next() % (uint64_t)(hi - lo + 1));
+}
+
+static bool chance(int percent)
+{
+	return pick(1, 100) <= percent;
+}
+
+struct scenario {
+	struct ref_input in;
+	bool auto_registered[REF_SANDBOXES]; /* by the rollup, from its cgroup's limits */
+	bool late_registration[REF_SANDBOXES], late_stop[REF_SANDBOXES];
+	int batch_of[REF_SAMPLES]; /* which batch carries each sample */
+	int nbatches;
+	bool late[BATCHES], twice[BATCHES];
+};
+
+static int64_t at(const char *t)
+{
+	int64_t us = 0;
+	if (meter_time_parse(t, &us) != METER_OK)
+		abort();
+	return us;
+}
+
+static void generate(struct scenario *s, uint64_t seed)
+{
+	static const int64_t vcpus[] = {500, 1000, 2000, 4000, 16000, 64000, 256000};
+	static const int64_t mems[] = {500, 1000, 4000, 64000, 256000, 1024000};
+	static const int64_t grants[] = {0, 60, 600, 1800, 3600, 7200, 36000, 180000};
+	memset(s, 0, sizeof *s);
+	rng = seed * 0x2545F4914F6CDD1DULL + 1;
+	struct ref_input *in = &s->in;
+	int64_t base = chance(15) ? at("2026-09-24T20:00:00Z")
+	                          : at("2026-10-01T00:00:00Z") + pick(0, 40 * 24) * HOUR;
+	in->plans[in->nplans++] = (struct ref_plan){.id = 1,
+	                                            .from_us = at("2026-09-25T00:00:00Z"),
+	                                            .name = "default",
+	                                            .cpu_nano = 25000000,
+	                                            .mem_nano = 7500000,
+	                                            .floor_ppm = 25000};
+	if (chance(50))
+		in->plans[in->nplans++] =
+		        (struct ref_plan){.id = 2,
+		                          .from_us = base + pick(0, 20 * 3600) * SEC,
+		                          .name = "changed",
+		                          .cpu_nano = pick(10000, 50000) * 1000,
+		                          .mem_nano = pick(2000, 10000) * 1000,
+		                          .floor_ppm = chance(20) ? 0 : pick(0, 50000)};
+	in->naccounts = (int)pick(1, 3);
+	for (int a = 0; a < in->naccounts; a++) {
+		snprintf(in->accounts[a].id, REF_ID, "acct-%d", a);
+		in->accounts[a].grant_us = grants[pick(0, 7)] * SEC;
+		/* the account's round times: sandboxes in step with them end intervals at once
+		 * (rule 8's ties: taken in the order of the sandboxes' ids) */
+		int64_t rounds[40], step0 = base + pick(0, 3 * 3600) * SEC;
+		for (int i = 0; i < 40; i++)
+			rounds[i] = (i == 0 ? step0 : rounds[i - 1]) +
+			            (i == 0       ? 0
+			             : chance(90) ? pick(1, 30) * SEC
+			                          : pick(30, 900) * SEC);
+		int nsb = (int)pick(1, 4);
+		for (int k = 0; k < nsb && in->nsandboxes < REF_SANDBOXES; k++) {
+			int sb = in->nsandboxes++;
+			struct ref_sandbox *x = &in->sandboxes[sb];
+			/* ids whose byte order is not their creation order, for rule 8's ties */
+			snprintf(x->id, REF_ID, "%c%d.sb-%d", "zaMq9"[pick(0, 4)], a, k);
+			x->account = a;
+			x->vcpu_milli = vcpus[pick(0, 6)];
+			x->mem_milli = mems[pick(0, 5)];
+			bool in_step = chance(40);
+			int64_t t0 = in_step ? rounds[0] : base + pick(0, 6 * 3600) * SEC;
+			x->started_us = x->stopped_us = REF_NONE;
+			s->auto_registered[sb] = chance(25);
+			if (!s->auto_registered[sb]) {
+				x->started_us = t0 - pick(0, 120) * SEC;
+				if (chance(10))
+					x->started_us =
+					        t0 + pick(1, 30) * SEC; /* samples before it */
+			}
+			s->late_registration[sb] = !s->auto_registered[sb] && chance(30);
+			int n = chance(5) && x->started_us != REF_NONE ? 0 : (int)pick(1, 40);
+			int64_t t = t0, cpu = pick(0, 5) * SEC, inc = 1000 + sb * 10, max_ts = t0;
+			for (int i = 0; i < n && in->nsamples < REF_SAMPLES; i++) {
+				int64_t gap = chance(85)   ? pick(1000, 30000) * 1000
+				              : chance(67) ? pick(30, 900) * SEC
+				                           : pick(3600, 3 * 3600) * SEC;
+				if (in_step) {
+					gap = i > 0 ? rounds[i] - rounds[i - 1] : 0;
+					t = rounds[i];
+				} else if (i > 0) {
+					t += gap;
+				}
+				if (i > 0 && chance(5)) { /* a new cgroup under the same id */
+					inc++;
+					cpu = pick(0, 2) * SEC;
+				} else if (i > 0) {
+					int64_t full = x->vcpu_milli * gap / 1000;
+					int kind = (int)pick(1, 100);
+					cpu += kind <= 25   ? 0
+					       : kind <= 45 ? pick(0, full / 80 + 1)
+					       : kind <= 80 ? pick(full * 3 / 10, full)
+					                    : full + full / 5 + pick(0, SEC);
+				}
+				int64_t ts = t;
+				if (i > 0 && chance(3)) /* a clock stepped back */
+					ts = t - pick(1, 5) * SEC;
+				/* one sample per (incarnation, time) */
+				for (bool clash = true; clash;) {
+					clash = false;
+					for (int j = 0; j < in->nsamples; j++)
+						if (in->samples[j].sandbox == sb &&
+						    in->samples[j].incarnation == inc &&
+						    in->samples[j].ts_us == ts) {
+							ts += 1000;
+							clash = true;
+						}
+				}
+				if (ts > max_ts)
+					max_ts = ts;
+				in->samples[in->nsamples++] =
+				        (struct ref_sample){.sandbox = sb,
+				                            .incarnation = inc,
+				                            .ts_us = ts,
+				                            .cpu_us = cpu};
+			}
+			if (chance(50)) {
+				int64_t from = max_ts > x->started_us ? max_ts : x->started_us;
+				x->stopped_us = from + pick(0, 600) * SEC;
+			}
+			s->late_stop[sb] = s->auto_registered[sb] || chance(40);
+		}
+	}
+	/* batches: random runs of the samples in a shuffled order */
+	int order[REF_SAMPLES];
+	for (int i = 0; i < in->nsamples; i++)
+		order[i] = i;
+	for (int i = in->nsamples - 1; i > 0; i--) {
+		int j = (int)pick(0, i), tmp = order[i];
+		order[i] = order[j];
+		order[j] = tmp;
+	}
+	for (int i = 0; i < in->nsamples;) {
+		int len = (int)pick(1, 50);
+		for (int k = 0; k < len && i < in->nsamples; k++)
+			s->batch_of[order[i++]] = s->nbatches;
+		s->late[s->nbatches] = chance(30);
+		s->twice[s->nbatches] = chance(10);
+		s->nbatches++;
+	}
+}
+
+/* ---- the real system ---- */
+
+struct run {
+	struct testdb db;
+	struct api_proc api, api2;
+	char admin[KEY_LEN + 1];
+};
+
+static bool http_ok(struct run *r, const char *method, const char *path, const char *body, int want)
+{
+	struct http_res res;
+	http_do(r->api.port, method, path, r->admin, body, body ? strlen(body) : 0, &res);
+	bool ok = res.status == want;
+	if (!ok)
+		fprintf(stderr, "%s %s: %d %s\n", method, path, res.status,
+		        res.body ? res.body : "");
+	http_free(&res);
+	return ok;
+}
+
+static void decimal3(int64_t milli, char *buf, size_t len)
+{
+	snprintf(buf, len, "%lld.%03lld", (long long)(milli / 1000), (long long)(milli % 1000));
+}
+
+static bool sql(struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static bool sql(struct run *r, const char *fmt, ...)
+{
+	char q[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(q, sizeof q, fmt, ap);
+	va_end(ap);
+	return testdb_exec(&r->db, q);
+}
+
+static bool register_sandbox(struct run *r, const struct scenario *s, int sb)
+{
+	const struct ref_sandbox *x = &s->in.sandboxes[sb];
+	char body[512], v[32], m[32], when[METER_TIME_BUF];
+	decimal3(x->vcpu_milli, v, sizeof v);
+	decimal3(x->mem_milli, m, sizeof m);
+	meter_time_format(x->started_us, when, sizeof when);
+	snprintf(body, sizeof body,
+	         "{\"id\": \"%s\", \"account_id\": \"%s\", \"vcpus\": %s, \"memory_gib\": %s, "
+	         "\"started_at\": \"%s\"}",
+	         x->id, s->in.accounts[x->account].id, v, m, when);
+	return http_ok(r, "POST", "/v1/sandboxes", body, 201);
+}
+
+static bool stop_sandbox(struct run *r, const struct scenario *s, int sb)
+{
+	const struct ref_sandbox *x = &s->in.sandboxes[sb];
+	char path[128], body[128], when[METER_TIME_BUF];
+	if (x->stopped_us == REF_NONE)
+		return true;
+	meter_time_format(x->stopped_us, when, sizeof when);
+	snprintf(path, sizeof path, "/v1/sandboxes/%s/stop", x->id);
+	snprintf(body, sizeof body, "{\"stopped_at\": \"%s\"}", when);
+	return http_ok(r, "POST", path, body, 200);
+}
+
+/* Writes the batches of one phase as a collector would (COPY, then insert). */
+static bool write_batches(struct run *r, const struct scenario *s, bool late)
+{
+	PGconn *c = PQconnectdb(r->db.url);
+	bool ok = PQstatus(c) == CONNECTION_OK;
+	for (int b = 0; ok && b < s->nbatches; b++) {
+		if (s->late[b] != late && !(late && s->twice[b]))
+			continue;
+		struct batch bt = {0};
+		for (int i = 0; ok && i < s->in.nsamples; i++) {
+			const struct ref_sample *x = &s->in.samples[i];
+			if (s->batch_of[i] != b)
+				continue;
+			const struct ref_sandbox *sb = &s->in.sandboxes[x->sandbox];
+			bool limits = s->auto_registered[x->sandbox];
+			struct cg_reading rd = {
+			        .cpu_usage_us = x->cpu_us,
+			        .mem_current = 1 << 20,
+			        .mem_peak = CG_ABSENT,
+			        .mem_anon_kernel = CG_ABSENT,
+			        /* limits that register exactly its size: memory in 1/1000 GiB */
+			        .mem_limit = limits ? sb->mem_milli * (INT64_C(1) << 30) / 1000
+			                            : CG_ABSENT,
+			        .cpu_limit_millicores = limits ? sb->vcpu_milli : CG_ABSENT};
+			ok = batch_add(&bt, sb->id, limits ? s->in.accounts[sb->account].id : "",
+			               x->incarnation, x->ts_us, "gen-host", &rd);
+		}
+		long inserted;
+		char err[512];
+		for (int k = 0; ok && k < (s->twice[b] && !late ? 2 : 1); k++) {
+			ok = writer_write(c, "", bt.buf, bt.len, &inserted, err, sizeof err);
+			if (!ok)
+				fprintf(stderr, "batch %d: %s\n", b, err);
+		}
+		batch_free(&bt);
+	}
+	PQfinish(c);
+	return ok;
+}
+
+static long count(struct run *r, const char *q)
+{
+	char buf[64];
+	return testdb_value(&r->db, q, buf, sizeof buf) ? strtol(buf, NULL, 10) : -1;
+}
+
+static bool settle(struct run *r)
+{
+	for (int i = 0; i < 1200; i++) {
+		if (count(r, "SELECT (SELECT count(*) FROM rollup_queue WHERE waiting IS NULL) + "
+		             "(SELECT count(*) FROM trial_queue)") == 0)
+			return true;
+		usleep(25000);
+	}
+	fprintf(stderr, "the rollup did not settle in 30 s\n");
+	return false;
+}
+
+static bool feed(struct run *r, const struct scenario *s)
+{
+	const struct ref_input *in = &s->in;
+	for (int k = 1; k < in->nplans; k++)
+		if (!sql(r,
+		         "INSERT INTO price_plans (name, effective_from, cpu_vcpu_hour, "
+		         "memory_gib_hour, cpu_floor) VALUES ('%s', 'epoch'::timestamptz + %lld * "
+		         "interval '1 microsecond', %lld / 1e9, %lld / 1e9, %lld / 1e6)",
+		         in->plans[k].name, (long long)in->plans[k].from_us,
+		         (long long)in->plans[k].cpu_nano, (long long)in->plans[k].mem_nano,
+		         (long long)in->plans[k].floor_ppm))
+			return false;
+	for (int a = 0; a < in->naccounts; a++) {
+		char body[256], path[128];
+		snprintf(body, sizeof body, "{\"id\": \"%s\", \"name\": \"A\", \"plan\": \"paid\"}",
+		         in->accounts[a].id);
+		snprintf(path, sizeof path, "/v1/accounts/%s", in->accounts[a].id);
+		if (!http_ok(r, "POST", "/v1/accounts", body, 201) ||
+		    !http_ok(r, "PATCH", path, "{\"max_concurrent\": 10000}", 200) ||
+		    !sql(r, "UPDATE accounts SET trial_grant_seconds = %lld WHERE id = '%s'",
+		         (long long)(in->accounts[a].grant_us / SEC), in->accounts[a].id))
+			return false;
+	}
+	for (int sb = 0; sb < in->nsandboxes; sb++)
+		if (!s->auto_registered[sb] && !s->late_registration[sb] &&
+		    (!register_sandbox(r, s, sb) || (!s->late_stop[sb] && !stop_sandbox(r, s, sb))))
+			return false;
+	if (!write_batches(r, s, false) || !settle(r))
+		return false;
+	/* late: registrations, stops, batches, and the batches sent twice again */
+	for (int sb = 0; sb < in->nsandboxes; sb++)
+		if (s->late_registration[sb] && !register_sandbox(r, s, sb))
+			return false;
+	if (!write_batches(r, s, true))
+		return false;
+	for (int sb = 0; sb < in->nsandboxes; sb++) {
+		/* one the rollup registers needs its samples rated first */
+		if (s->auto_registered[sb] && !settle(r))
+			return false;
+		if ((s->late_stop[sb] || s->late_registration[sb]) && !stop_sandbox(r, s, sb))
+			return false;
+	}
+	return settle(r);
+}
+
+/* ---- the comparison ---- */
+
+/* "12.5", "-0.000000001": the value x 10^9, exactly; false when not a decimal. */
+static bool nano(const char *s, int64_t *out)
+{
+	int64_t v = 0, sign = 1;
+	int frac = -1;
+	if (*s == '-') {
+		sign = -1;
+		s++;
+	}
+	if (*s < '0' || *s > '9')
+		return false;
+	for (; *s; s++) {
+		if (*s == '.' && frac < 0) {
+			frac = 0;
+			continue;
+		}
+		if (*s < '0' || *s > '9' || frac >= 9)
+			return false;
+		v = v * 10 + (*s - '0');
+		if (frac >= 0)
+			frac++;
+	}
+	for (frac = frac < 0 ? 0 : frac; frac < 9; frac++)
+		v *= 10;
+	*out = sign * v;
+	return true;
+}
+
+static const char *field(cJSON *o, const char *name)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static void say(char *diff, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void say(char *diff, size_t len, const char *fmt, ...)
+{
+	size_t used = strlen(diff);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(diff + used, len - used, fmt, ap);
+	va_end(ap);
+}
+
+/* Compares one account's month; writes what differs into diff. */
+static void compare_month(struct run *r, const struct scenario *s, int a, const char *month,
+                          char *diff, size_t len)
+{
+	char path[128], t[METER_TIME_BUF];
+	snprintf(t, sizeof t, "%s-01T00:00:00Z", month);
+	struct ref_invoice want;
+	if (!ref_invoice(&s->in, a, at(t), &want)) {
+		say(diff, len, "  %s %s: the reference overflowed\n", s->in.accounts[a].id, month);
+		return;
+	}
+	snprintf(path, sizeof path, "/v1/accounts/%s/invoices/%s", s->in.accounts[a].id, month);
+	struct http_res res;
+	http_do(r->api.port, "GET", path, r->admin, NULL, 0, &res);
+	cJSON *o = res.status == 200 ? http_json(&res) : NULL;
+	http_free(&res);
+	if (o == NULL) {
+		say(diff, len, "  %s: status %d\n", path, res.status);
+		return;
+	}
+	cJSON *lines = cJSON_GetObjectItem(o, "lines");
+	int n = cJSON_GetArraySize(lines);
+	int64_t total = 0;
+	bool same = n == want.nlines && nano(field(o, "total_exact"), &total) &&
+	            total == want.total_nano && strcmp(field(o, "status"), "draft") == 0;
+	for (int i = 0; same && i < n; i++) {
+		cJSON *l = cJSON_GetArrayItem(lines, i);
+		int64_t amount;
+		same = strcmp(field(l, "item"), want.lines[i].item) == 0 &&
+		       strcmp(field(l, "plan"), want.lines[i].plan) == 0 &&
+		       nano(field(l, "amount_exact"), &amount) &&
+		       amount == want.lines[i].amount_nano;
+	}
+	if (!same || verbose) {
+		say(diff, len, "  %s %s %s:\n    meter:    ", same ? "same" : "DIFFERS",
+		    s->in.accounts[a].id, month);
+		for (int i = 0; i < n; i++) {
+			cJSON *l = cJSON_GetArrayItem(lines, i);
+			say(diff, len, "%s/%s %s; ", field(l, "item"), field(l, "plan"),
+			    field(l, "amount_exact"));
+		}
+		say(diff, len, "total %s\n    reference: ", field(o, "total_exact"));
+		for (int i = 0; i < want.nlines; i++)
+			say(diff, len, "%s/%s %.9f; ", want.lines[i].item, want.lines[i].plan,
+			    (double)want.lines[i].amount_nano / 1e9);
+		say(diff, len, "total %.9f\n", (double)want.total_nano / 1e9);
+	}
+	cJSON_Delete(o);
+}
+
+static void compare_trial(struct run *r, const struct scenario *s, int a, char *diff, size_t len)
+{
+	char path[128];
+	snprintf(path, sizeof path, "/v1/accounts/%s/trial", s->in.accounts[a].id);
+	struct http_res res;
+	http_do(r->api.port, "GET", path, r->admin, NULL, 0, &res);
+	cJSON *o = res.status == 200 ? http_json(&res) : NULL;
+	http_free(&res);
+	int64_t used = 0, want = ref_trial_used(&s->in, a);
+	/* hours to 6 decimals, half up */
+	int64_t want_micro_h = (want * 2 + 3600) / 7200;
+	if (o == NULL || !nano(field(o, "used_hours"), &used) || used / 1000 != want_micro_h ||
+	    verbose)
+		say(diff, len, "  %s %s trial used: meter %s h, reference %lld µs\n",
+		    o && used / 1000 == want_micro_h ? "same" : "DIFFERS", s->in.accounts[a].id,
+		    o ? field(o, "used_hours") : "?", (long long)want);
+	cJSON_Delete(o);
+}
+
+/* Runs one seed; true when meter and the reference agree. */
+static bool one_seed(const char *template_name, uint64_t seed, int *scenarios)
+{
+	static struct scenario s;
+	struct run r = {0};
+	char diff[32768] = "";
+	bool ok = false;
+	generate(&s, seed);
+	if (!testdb_create_from(&r.db, "ref", template_name) || !testdb_key(&r.db, NULL, r.admin) ||
+	    !api_start(&r.api, METER_API_BIN, r.db.url, "--invoice-grace=2160h") ||
+	    !api_start(&r.api2, METER_API_BIN, r.db.url, "--invoice-grace=2160h")) {
+		fprintf(stderr, "seed %llu: could not set up\n", (unsigned long long)seed);
+		goto out;
+	}
+	if (!feed(&r, &s)) {
+		fprintf(stderr, "seed %llu: could not feed the scenario\n",
+		        (unsigned long long)seed);
+		goto out;
+	}
+	if (count(&r, "SELECT count(*) FROM rollup_queue") != 0)
+		say(diff, sizeof diff, "  %ld mark(s) set aside\n",
+		    count(&r, "SELECT count(*) FROM rollup_queue"));
+	static const char *const months[] = {"2026-09", "2026-10", "2026-11", "2026-12"};
+	for (int a = 0; a < s.in.naccounts; a++) {
+		for (int m = 0; m < 4; m++)
+			compare_month(&r, &s, a, months[m], diff, sizeof diff);
+		compare_trial(&r, &s, a, diff, sizeof diff);
+	}
+	ok = strstr(diff, "DIFFERS") == NULL && strstr(diff, "set aside") == NULL &&
+	     strstr(diff, "status") == NULL && strstr(diff, "overflowed") == NULL;
+	*scenarios += s.in.naccounts;
+	if (!ok || verbose)
+		printf("seed %llu: %s (%d accounts, %d sandboxes, %d samples, %d batches, %d "
+		       "plans)\n%s",
+		       (unsigned long long)seed, ok ? "same" : "DIFFERS", s.in.naccounts,
+		       s.in.nsandboxes, s.in.nsamples, s.nbatches, s.in.nplans, diff);
+out:
+	if (r.api.pid)
+		api_stop(&r.api);
+	if (r.api2.pid)
+		api_stop(&r.api2);
+	testdb_drop(&r.db);
+	return ok;
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t first = 1, last = 24;
+	for (int i = 1; i < argc; i++) {
+		unsigned long long a, b;
+		if (strcmp(argv[i], "-v") == 0)
+			verbose = true;
+		else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc &&
+		         sscanf(argv[i + 1], "%llu", &a) == 1)
+			first = last = a, i++;
+		else if (strcmp(argv[i], "--seeds") == 0 && i + 1 < argc &&
+		         sscanf(argv[i + 1], "%llu-%llu", &a, &b) == 2 && a <= b)
+			first = a, last = b, i++;
+		else {
+			fprintf(stderr, "usage: test_reference [--seed N | --seeds A-B] [-v]\n");
+			return 2;
+		}
+	}
+	struct testdb tmpl;
+	if (!testdb_create_migrated(&tmpl, "reftemplate"))
+		return 1;
+	PQfinish(tmpl.conn); /* a template takes no connection */
+	tmpl.conn = NULL;
+	time_t t0 = time(NULL);
+	int differ = 0, scenarios = 0;
+	for (uint64_t seed = first; seed <= last; seed++)
+		if (!one_seed(tmpl.name, seed, &scenarios)) {
+			differ++;
+			printf("DIFFERS: seed %llu (replay: test_reference --seed %llu -v)\n",
+			       (unsigned long long)seed, (unsigned long long)seed);
+		}
+	testdb_drop(&tmpl);
+	printf("differential: seeds %llu-%llu, %d accounts' months compared against the "
+	       "reference, %d seed(s) differ, %lld s\n",
+	       (unsigned long long)first, (unsigned long long)last, scenarios, differ,
+	       (long long)(time(NULL) - t0));
+	return differ == 0 ? 0 : 1;
+}
