@@ -166,6 +166,7 @@ struct job {
 	 * samples after upto (its stop, if any, then follows a later sample). */
 	int64_t upto; /* METER_TIME_NONE: a rating of the mark, not of an hour */
 	bool later;
+	int64_t ahead, ahead_first; /* samples stamped over an hour ahead of now, the first */
 	struct hour_iv *iv;
 	size_t niv, capiv;
 };
@@ -438,11 +439,16 @@ static const char load_sql[] =
  *   - kind 1: its samples after the read's start.
  * For the trial's crossing hour ($6, NULL for a mark's rating), only samples
  * up to the hour's end are read, and kind 2 says whether any comes after it.
+ * Samples stamped more than an hour ahead of now are never read; kind 3
+ * counts them (the sandbox is rated without them and its mark set aside).
  * $3, the lowest start, goes as a timestamptz constant, so the planner prunes
  * the partitions before it (a computed time alone would make it plan for
  * every partition). Both parts are LATERAL: one index scan per sandbox,
  * never a hash join over a whole month's partition.
  */
+/* Samples stamped later than this are not rated yet: a clock ahead (rule 10). */
+#define AHEAD "(now() + interval '1 hour')"
+
 static const char read_sql[] =
 	"WITH j AS (SELECT * FROM unnest($1::text[], $2::bigint[], $5::bigint[], $6::bigint[]) "
 	"  WITH ORDINALITY j(id, w, m, u, k)), "
@@ -459,7 +465,7 @@ static const char read_sql[] =
 	"    max(ts) FILTER (WHERE ts > $4::timestamptz) ta, "
 	"    max(cpu_usage_us) FILTER (WHERE ts > $4::timestamptz) ca "
 	"  FROM samples WHERE sandbox_id = jc.id AND ts > jc.lo "
-	"  AND ts <= coalesce(" TS("jc.u") ", 'infinity') GROUP BY incarnation "
+	"  AND ts <= least(coalesce(" TS("jc.u") ", 'infinity'), " AHEAD ") GROUP BY incarnation "
 	"  UNION ALL "
 	"  SELECT incarnation, first_ts, last_ts, max_cpu_usage_us, last_ts, max_cpu_usage_us "
 	"  FROM sample_seeds WHERE sandbox_id = jc.id "
@@ -471,10 +477,14 @@ static const char read_sql[] =
 	"SELECT 1, j.k, s.incarnation, " US("s.ts") ", s.cpu_usage_us, NULL, NULL, NULL "
 	"FROM j CROSS JOIN LATERAL (SELECT incarnation, ts, cpu_usage_us FROM samples "
 	"  WHERE sandbox_id = j.id AND ts > " TS("j.w") " AND ts > $3::timestamptz "
-	"  AND ts <= coalesce(" TS("j.u") ", 'infinity')) s "
+	"  AND ts <= least(coalesce(" TS("j.u") ", 'infinity'), " AHEAD ")) s "
 	"UNION ALL "
 	"SELECT 2, j.k, EXISTS (SELECT 1 FROM samples WHERE sandbox_id = j.id "
-	"  AND ts > " TS("j.u") ")::int, NULL, NULL, NULL, NULL, NULL FROM j WHERE j.u IS NOT NULL";
+	"  AND ts > " TS("j.u") ")::int, NULL, NULL, NULL, NULL, NULL FROM j WHERE j.u IS NOT NULL "
+	"UNION ALL "
+	"SELECT 3, j.k, count(*), " US("min(f.ts)") ", NULL, NULL, NULL, NULL "
+	"FROM j CROSS JOIN LATERAL (SELECT ts FROM samples WHERE sandbox_id = j.id "
+	"  AND ts > " AHEAD ") f GROUP BY j.k";
 
 /*
  * The checkpoints of the rated sandboxes ($1), replaced: one row per
@@ -759,6 +769,12 @@ static bool read_samples(PGconn *c, struct job *jobs, size_t n, char *err, size_
 				j->later = inc != 0;
 				continue;
 			}
+			if (kind == 3) { /* samples stamped ahead of now */
+				j->ahead = inc;
+				if (!get_int(r, row, 3, &j->ahead_first))
+					j->ahead = 0;
+				continue;
+			}
 			if (pass == 0) {
 				kind == 0 ? j->ninc++ : j->n++;
 				continue;
@@ -1020,7 +1036,23 @@ static bool store(PGconn *c, struct job *jobs, size_t n, char *err, size_t errle
 			arr_str(&kind, j->fate == NOT_REGISTERED ? "unregistered" : "parked");
 			continue;
 		}
-		arr_str(&gone, j->sandbox);
+		if (j->ahead > 0) {
+			/* rated without them; its mark stays aside until they are fixed */
+			char first[METER_TIME_BUF], text[300];
+			meter_time_format(j->ahead_first, first, sizeof first);
+			snprintf(
+			        text, sizeof text,
+			        "%lld sample(s) stamped from %s on, more than an hour ahead of now "
+			        "(a clock ahead?), are not rated; the rest is",
+			        (long long)j->ahead, first);
+			log_warn("rollup: sandbox %s (account %s): %s", j->sandbox, j->account,
+			         text);
+			arr_str(&park, j->sandbox);
+			arr_str(&why, text);
+			arr_str(&kind, "parked");
+		} else {
+			arr_str(&gone, j->sandbox);
+		}
 		arr_str(&a[0], j->account);
 		arr_str(&a[1], j->sandbox);
 		arr_int(&a[2], j->window);

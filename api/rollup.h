@@ -20,6 +20,12 @@
  * mark waits with the reason (kind 'unregistered',
  * meter_samples_unattributed) until it is registered. New samples, a
  * registration or `meter parked retry` wake a mark set aside.
+ *
+ * The trial (rule 8): a batch that changes an account's usage at or before
+ * the hour its grant ran out in (or that may have used the grant up) queues
+ * the account in trial_queue; the end of each pass finds that hour again and
+ * rates it from its samples, interval by interval, into trial_crossing and
+ * trial_cover (migrations/0016).
  */
 #ifndef API_ROLLUP_H
 #define API_ROLLUP_H

@@ -42,7 +42,7 @@ for ((a = first; a <= last; a += 100)); do
 	while read -r seed; do
 		[[ -n $seed ]] && differ+=("$seed")
 	done < <(sed -n 's/^DIFFERS: seed \([0-9]*\).*/\1/p' <<<"$out")
-	n=$(sed -n "s/^differential: .*, \([0-9]*\) accounts' months.*/\1/p" <<<"$summary")
+	n=$(sed -n "s/^differential: .*, \([0-9]*\) accounts compared.*/\1/p" <<<"$summary")
 	accounts=$((accounts + ${n:-0}))
 	if [[ $summary == *"did not finish"* ]]; then
 		differ+=("$a-$b")

@@ -366,6 +366,42 @@ static void a_poisoned_head_of_the_queue_holds_up_no_one(void **state)
 	http_free(&r);
 }
 
+/*
+ * A sample stamped years ahead (a host whose clock jumped forward) would make
+ * an interval of years. It is not rated: the sandbox's other samples are,
+ * and its mark stays aside with the reason until the operator deletes the
+ * sample and retries.
+ */
+static void a_sample_stamped_years_ahead_is_set_aside_and_the_rest_billed(void **state)
+{
+	struct fx *f = *state;
+	sql(f, "INSERT INTO accounts (id, name, plan) VALUES ('acme', 'Acme', 'paid')");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) "
+	       "VALUES ('ahead', 'acme', 1, 1, '2026-10-05T10:00:00Z')");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('ahead', 4, '2026-10-05T10:00:10Z', 'h', 10000000), "
+	       "('ahead', 4, '2026-10-05T10:00:20Z', 'h', 20000000), "
+	       "('ahead', 4, '2030-01-01T00:00:00Z', 'h', 30000000)");
+	for (int i = 0; i < 600 && num(f, "SELECT count(*) FROM rollup_queue WHERE waiting IS "
+	                                  "NOT NULL") == 0;
+	     i++)
+		usleep(50000);
+	cJSON *u = get(f, "/v1/accounts/acme/usage?from=2026-10-01T00:00:00Z"
+	                  "&to=2026-11-01T00:00:00Z");
+	assert_string_equal(str(u, "cpu_seconds"), "20");
+	assert_string_equal(str(u, "sandbox_hours"), "0.005556");
+	cJSON_Delete(u);
+	char *out = meter_cli(f, 0, "parked", NULL, NULL), line[1024];
+	assert_non_null(parked_line(out, "ahead", line, sizeof line));
+	assert_non_null(strstr(line, "1 sample(s) stamped from 2030-01-01T00:00:00Z on, more than "
+	                             "an hour ahead of now"));
+	free(out);
+	sql(f, "DELETE FROM samples WHERE sandbox_id = 'ahead' AND ts > '2029-01-01'");
+	free(meter_cli(f, 0, "parked", "retry", "ahead"));
+	wait_rollups(f);
+	assert_int_equal(num(f, "SELECT count(*) FROM rollup_queue"), 0);
+}
+
 /* ---- rule 6: intervals before any price plan ---- */
 
 /*
@@ -524,6 +560,9 @@ int main(void)
 	                teardown),
 	        cmocka_unit_test_setup_teardown(a_poisoned_head_of_the_queue_holds_up_no_one, setup,
 	                                        teardown),
+	        cmocka_unit_test_setup_teardown(
+	                a_sample_stamped_years_ahead_is_set_aside_and_the_rest_billed, setup,
+	                teardown),
 	        cmocka_unit_test_setup_teardown(
 	                intervals_before_any_price_plan_are_counted_not_billed, setup, teardown),
 	        cmocka_unit_test_setup_teardown(the_trials_last_hour_is_split_interval_by_interval,

@@ -572,8 +572,8 @@ int main(int argc, char **argv)
 			       (unsigned long long)seed, (unsigned long long)seed);
 		}
 	testdb_drop(&tmpl);
-	printf("differential: seeds %llu-%llu, %d accounts' months compared against the "
-	       "reference, %d seed(s) differ, %lld s\n",
+	printf("differential: seeds %llu-%llu, %d accounts compared against the reference "
+	       "(4 months and the trial each), %d seed(s) differ, %lld s\n",
 	       (unsigned long long)first, (unsigned long long)last, scenarios, differ,
 	       (long long)(time(NULL) - t0));
 	return differ == 0 ? 0 : 1;
