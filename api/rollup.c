@@ -265,6 +265,31 @@ static PGresult *rq(PGconn *c, const char *sql, int n, const char *const *params
 }
 
 /*
+ * Runs sql with the n arrays as its parameters, then frees them: true when it
+ * ran (what names it in err).
+ */
+static bool arr_run(PGconn *c, const char *sql, struct arr *a, int n, const char *what, char *err,
+                    size_t errlen)
+{
+	const char *p[16];
+	PGresult *r = NULL;
+	bool ok = true;
+	for (int k = 0; k < n && ok; k++)
+		if ((p[k] = arr_end(&a[k])) == NULL) {
+			snprintf(err, errlen, "%s: out of memory", what);
+			ok = false;
+		}
+	if (ok) {
+		r = rq(c, sql, n, p, PGRES_COMMAND_OK, what, err, errlen);
+		ok = r != NULL;
+	}
+	PQclear(r);
+	for (int k = 0; k < n; k++)
+		arr_free(&a[k]);
+	return ok;
+}
+
+/*
  * True when err (from rq) is a failure that says nothing about the sandbox:
  * a deadlock or serialization failure (class 40), too few resources (53),
  * a lock not available (55P03), a cancel, an operator's or the server's
@@ -937,7 +962,6 @@ rule:
 static bool store_checkpoints(PGconn *c, const struct job *jobs, size_t n, char *err, size_t errlen)
 {
 	struct arr a[7] = {{0}};
-	bool ok = false;
 	size_t rated = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct job *j = &jobs[i];
@@ -957,25 +981,12 @@ static bool store_checkpoints(PGconn *c, const struct job *jobs, size_t n, char 
 			arr_opt(&a[6], x->ck_last == METER_TIME_NONE ? METER_TIME_NONE : x->ck_cpu);
 		}
 	}
-	const char *p[7];
-	PGresult *r = NULL;
 	if (rated == 0) {
-		ok = true;
-		goto out;
+		for (int k = 0; k < 7; k++)
+			arr_free(&a[k]);
+		return true;
 	}
-	for (int k = 0; k < 7; k++)
-		if ((p[k] = arr_end(&a[k])) == NULL) {
-			snprintf(err, errlen, "could not store checkpoints: out of memory");
-			goto out;
-		}
-	r = rq(c, checkpoint_sql, 7, p, PGRES_COMMAND_OK, "could not store checkpoints", err,
-	       errlen);
-	ok = r != NULL;
-out:
-	PQclear(r);
-	for (int k = 0; k < 7; k++)
-		arr_free(&a[k]);
-	return ok;
+	return arr_run(c, checkpoint_sql, a, 7, "could not store checkpoints", err, errlen);
 }
 
 /* Stores the rated sandboxes' unpriced intervals, hour by hour (usually none). */
@@ -983,7 +994,6 @@ static bool store_unpriced(PGconn *c, const struct job *jobs, size_t n, char *er
 {
 	struct arr a[6] = {{0}};
 	size_t rows = 0;
-	bool ok = false;
 	for (size_t i = 0; i < n; i++)
 		for (size_t k = 0; jobs[i].fate == RATE && k < jobs[i].nb; k++) {
 			const struct bucket *b = &jobs[i].b[k];
@@ -997,25 +1007,12 @@ static bool store_unpriced(PGconn *c, const struct job *jobs, size_t n, char *er
 			arr_int(&a[5], (int64_t)b->u.cpu_measured_us);
 			rows++;
 		}
-	const char *p[6];
-	PGresult *r = NULL;
 	if (rows == 0) {
-		ok = true;
-		goto out;
+		for (int k = 0; k < 6; k++)
+			arr_free(&a[k]);
+		return true;
 	}
-	for (int k = 0; k < 6; k++)
-		if ((p[k] = arr_end(&a[k])) == NULL) {
-			snprintf(err, errlen, "could not store unpriced intervals: out of memory");
-			goto out;
-		}
-	r = rq(c, unpriced_sql, 6, p, PGRES_COMMAND_OK, "could not store unpriced intervals", err,
-	       errlen);
-	ok = r != NULL;
-out:
-	PQclear(r);
-	for (int k = 0; k < 6; k++)
-		arr_free(&a[k]);
-	return ok;
+	return arr_run(c, unpriced_sql, a, 6, "could not store unpriced intervals", err, errlen);
 }
 
 /*
