@@ -14,6 +14,10 @@
 __extension__ typedef __int128 meter_i128;
 __extension__ typedef unsigned __int128 meter_u128;
 
+/* The largest and smallest 128-bit values. */
+#define METER_I128_MAX ((meter_i128)(((meter_u128)1 << 127) - 1))
+#define METER_I128_MIN (-METER_I128_MAX - 1)
+
 static inline bool ck_add(int64_t a, int64_t b, int64_t *r)
 {
 	int64_t t;

@@ -531,11 +531,18 @@ static bool one_seed(const char *template_name, uint64_t seed, int *scenarios)
 		       "plans)\n%s",
 		       (unsigned long long)seed, ok ? "same" : "DIFFERS", s.in.naccounts,
 		       s.in.nsandboxes, s.in.nsamples, s.nbatches, s.in.nplans, diff);
-out:
-	if (r.api.pid)
-		api_stop(&r.api);
-	if (r.api2.pid)
-		api_stop(&r.api2);
+out:;
+	/* a clean exit: under the sanitizers, no leak and no error either */
+	struct api_proc *procs[] = {&r.api, &r.api2};
+	for (int i = 0; i < 2; i++)
+		if (procs[i]->pid) {
+			int st = api_stop(procs[i]);
+			if (st != 0) {
+				printf("seed %llu: meter-api exited with status %d\n",
+				       (unsigned long long)seed, st);
+				ok = false;
+			}
+		}
 	testdb_drop(&r.db);
 	return ok;
 }

@@ -163,14 +163,16 @@ static void quantities_past_64_bits_print_and_parse_exactly(void **state)
 	(void)state;
 	char a[METER_QTY_BUF], b[METER_QTY_BUF];
 	unsigned int seed = 7;
-	meter_i128 top = ~((meter_i128)1 << 127), bottom = -top - 1;
+	meter_i128 top = METER_I128_MAX, bottom = METER_I128_MIN;
 	meter_i128 cases[400] = {
 	        0, 1, -1, INT64_MAX, INT64_MIN, (meter_i128)INT64_MAX + 1, top, bottom + 1, bottom};
 	for (int i = 9; i < 400; i++) {
-		meter_i128 v = 0;
+		meter_u128 v = 0;
 		for (int k = 0; k < 4; k++)
-			v = (v << 32) | (meter_i128)(unsigned)rand_r(&seed);
-		cases[i] = v >> (rand_r(&seed) % 120); /* every magnitude */
+			v = (v << 32) | (unsigned)rand_r(&seed);
+		/* every magnitude, both signs */
+		meter_u128 mag = v >> (rand_r(&seed) % 121 + 1);
+		cases[i] = rand_r(&seed) % 2 ? -(meter_i128)mag : (meter_i128)mag;
 	}
 	for (int i = 0; i < 400; i++) {
 		meter_qty_format(cases[i], 0, 0, a, sizeof a);

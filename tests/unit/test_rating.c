@@ -348,7 +348,7 @@ static void usage_sums_refuse_overflow_and_stay_unchanged(void **state)
 	assert_int_equal(meter_usage_add_interval(&u, &size_2_4, &iv), METER_OK);
 	assert_true(u.cpu_billed_us == (meter_i128)INT64_MAX + 5);
 	/* ...past 128 bits is refused, and nothing changes. */
-	meter_i128 top = ~((meter_i128)1 << 127); /* the largest 128-bit value */
+	meter_i128 top = METER_I128_MAX;
 	u = (struct meter_usage){.cpu_billed_us = top - 5};
 	assert_int_equal(meter_usage_add_interval(&u, &size_2_4, &iv), METER_EOVERFLOW);
 	assert_true(u.cpu_billed_us == top - 5);
