@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "meter/allocate.h"
 #include "meter/invoice.h"
 #include "meter/timefmt.h"
 #include "reports/invoice.h"
@@ -142,6 +143,84 @@ static void covering_more_than_was_used_is_refused(void **state)
 	assert_int_equal(inv.total, 42);
 }
 
+/*
+ * The share-out by the largest remainder, done the slow and obvious way: the
+ * rest given one nano-dollar at a time to the largest remainder left (ties to
+ * the earlier part). An oracle for meter_allocate, which sorts instead.
+ */
+static void allocate_slowly(meter_money amount, const int64_t *w, size_t n, meter_money *out)
+{
+	meter_i128 sum = 0, mag = amount < 0 ? -(meter_i128)amount : amount, given = 0;
+	meter_i128 *rem = calloc(n, sizeof *rem);
+	for (size_t i = 0; i < n; i++)
+		sum += w[i];
+	for (size_t i = 0; i < n; i++) {
+		out[i] = (meter_money)(mag * w[i] / sum);
+		rem[i] = mag * w[i] % sum;
+		given += out[i];
+	}
+	for (meter_i128 left = mag - given; left > 0; left--) {
+		size_t best = 0;
+		for (size_t i = 1; i < n; i++)
+			if (rem[i] > rem[best])
+				best = i;
+		out[best]++;
+		rem[best] = -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		out[i] = amount < 0 ? -out[i] : out[i];
+	free(rem);
+}
+
+static void the_share_out_adds_up_and_matches_the_slow_way(void **state)
+{
+	(void)state;
+	unsigned seed = 11;
+	static int64_t w[100000];
+	static meter_money got[100000], want[2000];
+	/* small and odd cases, charges and credits, against the slow way */
+	for (int round = 0; round < 300; round++) {
+		size_t n = (size_t)(rand_r(&seed) % 2000) + 1;
+		meter_money amount = (meter_money)rand_r(&seed) * rand_r(&seed) % 100000000000;
+		if (round % 3 == 0)
+			amount = -amount; /* the trial's credit line is negative */
+		if (round % 7 == 0)
+			amount = (meter_money)(rand_r(&seed) %
+			                       7); /* fewer nano-dollars than parts */
+		for (size_t i = 0; i < n; i++)
+			w[i] = round % 5 == 0 ? 1000 : (int64_t)(rand_r(&seed) % 4) * rand_r(&seed);
+		w[n - 1] += 1; /* a positive sum */
+		assert_int_equal(meter_allocate(amount, w, n, got), METER_OK);
+		allocate_slowly(amount, w, n, want);
+		for (size_t i = 0; i < n; i++)
+			if (got[i] != want[i])
+				fail_msg("round %d, part %zu of %zu: %lld, the slow way %lld",
+				         round, i, n, (long long)got[i], (long long)want[i]);
+	}
+	/* a hundred thousand rows (a large account's month): adds up, each within a
+	 * nano-dollar of its exact share, in the weights' order */
+	size_t n = 100000;
+	meter_i128 sum = 0;
+	for (size_t i = 0; i < n; i++)
+		sum += w[i] = (int64_t)(rand_r(&seed) % 1000000) * 1000003 + 1;
+	meter_money amount = -INT64_C(123456789012345); /* a credit */
+	assert_int_equal(meter_allocate(amount, w, n, got), METER_OK);
+	meter_i128 total = 0;
+	for (size_t i = 0; i < n; i++) {
+		total += got[i];
+		meter_i128 exact = (meter_i128)amount * w[i]; /* x sum */
+		meter_i128 diff = (meter_i128)got[i] * sum - exact;
+		assert_true(diff < sum && -diff < sum);
+	}
+	assert_true(total == amount);
+	/* refused: no parts, too many, a negative weight, weights that sum to zero */
+	int64_t zero[2] = {0, 0}, neg[2] = {5, -1};
+	assert_int_equal(meter_allocate(10, w, 0, got), METER_ERANGE);
+	assert_int_equal(meter_allocate(10, w, 100001, got), METER_ERANGE);
+	assert_int_equal(meter_allocate(10, neg, 2, got), METER_EINVAL);
+	assert_int_equal(meter_allocate(10, zero, 2, got), METER_EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -149,6 +228,7 @@ int main(void)
 	        cmocka_unit_test(a_price_change_gives_a_line_per_price),
 	        cmocka_unit_test(the_trial_is_billed_then_credited_to_the_nano_dollar),
 	        cmocka_unit_test(covering_more_than_was_used_is_refused),
+	        cmocka_unit_test(the_share_out_adds_up_and_matches_the_slow_way),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
