@@ -23,6 +23,7 @@
 #include "meter/invoice.h"
 #include "meter/rating.h"
 #include "meter/timefmt.h"
+#include "tests/reference/ref.h"
 #include "tests/support/cluster.h"
 #include "tests/support/http.h"
 #include "tests/support/run.h"
@@ -512,29 +513,37 @@ static void insert(struct fx *f, const char *sb, const struct meter_sample *s)
 	sql(f, q);
 }
 
-struct expect {
-	struct meter_usage hour[64];
-	int64_t hour_start[64];
-	int nh;
-	struct meter_usage total;
-	const struct meter_size *size;
-};
-
-static enum meter_status add_expected(void *ctx, const struct meter_interval *iv,
-                                      const struct meter_plan *plan)
+/*
+ * The reference's view (tests/reference/ref.c, written apart from meter/) of
+ * sandboxes of acme: 2 vCPU, 4 GiB, the default plan, no trial grant. Each
+ * call adds one sandbox and its samples, in any order; returns its index.
+ */
+static int ref_add(struct ref_input *in, const char *sb, int64_t started, int64_t stopped,
+                   const struct meter_sample *s, size_t n)
 {
-	(void)plan;
-	struct expect *e = ctx;
-	int64_t h = meter_hour_of(iv->end_us);
-	int i = 0;
-	while (i < e->nh && e->hour_start[i] != h)
-		i++;
-	if (i == e->nh) {
-		e->hour_start[e->nh] = h;
-		e->hour[e->nh++] = (struct meter_usage){0};
+	if (in->nplans == 0) {
+		in->plans[in->nplans++] = (struct ref_plan){.id = 1,
+		                                            .name = "default",
+		                                            .cpu_nano = 25000000,
+		                                            .mem_nano = 7500000,
+		                                            .floor_ppm = 25000};
+		meter_time_parse("2026-09-25T00:00:00Z", &in->plans[0].from_us);
+		in->accounts[in->naccounts++] = (struct ref_account){.id = "acme"};
 	}
-	meter_usage_add_interval(&e->total, e->size, iv);
-	return meter_usage_add_interval(&e->hour[i], e->size, iv);
+	int k = in->nsandboxes++;
+	in->sandboxes[k] =
+	        (struct ref_sandbox){.account = 0,
+	                             .vcpu_milli = 2000,
+	                             .mem_milli = 4000,
+	                             .started_us = started == METER_TIME_NONE ? REF_NONE : started,
+	                             .stopped_us = stopped == METER_TIME_NONE ? REF_NONE : stopped};
+	snprintf(in->sandboxes[k].id, REF_ID, "%s", sb);
+	for (size_t i = 0; i < n; i++)
+		in->samples[in->nsamples++] = (struct ref_sample){.sandbox = k,
+		                                                  .incarnation = s[i].incarnation,
+		                                                  .ts_us = s[i].t_us,
+		                                                  .cpu_us = s[i].cpu_us};
+	return k;
 }
 
 static void usage_from_two_processes_rollups_equals_rating_the_raw_samples(void **state)
@@ -543,13 +552,7 @@ static void usage_from_two_processes_rollups_equals_rating_the_raw_samples(void 
 	seed(f);
 	int64_t start;
 	assert_int_equal(meter_time_parse("2026-10-05T22:00:00Z", &start), METER_OK);
-	struct meter_plan plan = {.id = 1,
-	                          .cpu_vcpu_hour = 25000000,
-	                          .memory_gib_hour = 7500000,
-	                          .cpu_floor_ppm = 25000};
-	meter_time_parse("2026-09-25T00:00:00Z", &plan.effective_from_us);
 	static struct gen g[NSB];
-	const struct meter_size size = {.vcpu_milli = 2000, .mem_mgib = 4000};
 	for (int i = 0; i < NSB; i++) {
 		char q[512], st[METER_TIME_BUF], sp[METER_TIME_BUF];
 		generate(&g[i], start);
@@ -581,93 +584,81 @@ static void usage_from_two_processes_rollups_equals_rating_the_raw_samples(void 
 		}
 		wait_rollups(f);
 	}
-	/* Per sandbox and hour, the rollups hold what rating all the samples gives. */
-	struct meter_usage all = {0};
+	/* Per sandbox and hour, the rollups hold what the reference gives from all the
+	 * samples, in the order they were generated (it sorts them itself). */
+	static struct ref_input in;
+	memset(&in, 0, sizeof in);
 	for (int i = 0; i < NSB; i++) {
-		struct expect e = {.size = &size};
-		int64_t stopped = METER_TIME_NONE;
-		if (i % 2)
-			stopped = g[i].s[g[i].n - 1].t_us + 7000000;
-		/* order for the library: incarnations by first appearance, then time */
-		static struct meter_sample sorted[2000];
-		size_t n = 0;
-		for (size_t a = 0; a < g[i].n; a++) {
-			bool seen = false;
-			for (size_t b = 0; b < a; b++)
-				seen |= g[i].s[b].incarnation == g[i].s[a].incarnation;
-			if (seen)
-				continue;
-			for (size_t b = a; b < g[i].n; b++)
-				if (g[i].s[b].incarnation == g[i].s[a].incarnation)
-					sorted[n++] = g[i].s[b];
-		}
-		assert_int_equal(meter_rate_sandbox(&plan, 1, &size, start, stopped, sorted, n,
-		                                    add_expected, &e),
-		                 METER_OK);
-		assert_true(e.nh >= 2 && e.total.cpu_measured_us > 0);
-		assert_int_equal(meter_usage_add(&all, &e.total), METER_OK);
-		for (int h = 0; h < e.nh; h++) {
+		char sb[16];
+		snprintf(sb, sizeof sb, "gen-%d", i);
+		int64_t stopped = i % 2 ? g[i].s[g[i].n - 1].t_us + 7000000 : METER_TIME_NONE;
+		int k = ref_add(&in, sb, start, stopped, g[i].s, g[i].n);
+		struct ref_hour hours[64];
+		int nh = ref_sandbox_hours(&in, k, hours, 64);
+		assert_true(nh >= 2);
+		ref_int measured = 0;
+		for (int h = 0; h < nh; h++) {
 			char q[512];
 			snprintf(q, sizeof q,
 			         "SELECT concat_ws(' ', cpu_measured_us, cpu_billed_us, busy_us, "
 			         "idle_us, wall_us, memory_mgib_us) FROM usage_hourly WHERE "
-			         "sandbox_id = 'gen-%d' AND hour = 'epoch'::timestamptz + %lld * "
+			         "sandbox_id = '%s' AND hour = 'epoch'::timestamptz + %lld * "
 			         "interval '1 microsecond'",
-			         i, (long long)e.hour_start[h]);
+			         sb, (long long)hours[h].hour_us);
 			PGresult *r = PQexec(f->db.conn, q);
 			char want[256];
-			const struct meter_usage *u = &e.hour[h];
+			const struct ref_hour *u = &hours[h];
 			snprintf(want, sizeof want, "%lld %lld %lld %lld %lld %lld",
-			         (long long)u->cpu_measured_us, (long long)u->cpu_billed_us,
-			         (long long)u->busy_us, (long long)u->idle_us,
-			         (long long)u->wall_us, (long long)u->mem_mgib_us);
+			         (long long)u->cpu_measured, (long long)u->cpu_billed,
+			         (long long)u->busy, (long long)u->idle, (long long)u->wall,
+			         (long long)u->mem);
 			const char *got = PQntuples(r) == 1 ? PQgetvalue(r, 0, 0) : "(no row)";
 			if (strcmp(got, want) != 0)
-				fail_msg("gen-%d hour %d: rollup %s, raw rating %s", i, h, got,
-				         want);
+				fail_msg("%s hour %d: rollup %s, reference %s", sb, h, got, want);
 			PQclear(r);
+			measured += u->cpu_measured;
 		}
+		assert_true(measured > 0);
 		char q[256];
-		snprintf(q, sizeof q,
-		         "SELECT count(*) FROM usage_hourly WHERE sandbox_id = 'gen-%d'", i);
-		assert_int_equal(num(f, q), e.nh);
+		snprintf(q, sizeof q, "SELECT count(*) FROM usage_hourly WHERE sandbox_id = '%s'",
+		         sb);
+		assert_int_equal(num(f, q), nh);
 		/* and the API says the same */
 		struct http_res r = call(f, "GET",
 		                         "/v1/accounts/acme/usage?from=2026-10-05T00:00:00Z&"
 		                         "to=2026-10-08T00:00:00Z",
 		                         f->acct, NULL);
 		assert_int_equal(r.status, 200);
-		cJSON *o = http_json(&r), *s;
-		char want[32], name[16];
-		snprintf(name, sizeof name, "gen-%d", i);
-		cJSON_ArrayForEach(
-		        s, cJSON_GetObjectItem(o, "sandboxes")) if (strcmp(str(s, "id"), name) ==
-		                                                    0) break;
-		assert_non_null(s);
-		snprintf(want, sizeof want, "%lld.%06lld",
-		         (long long)(e.total.cpu_measured_us / 1000000),
-		         (long long)(e.total.cpu_measured_us % 1000000));
+		cJSON *o = http_json(&r), *x;
+		char want[32];
+		cJSON_ArrayForEach(x,
+		                   cJSON_GetObjectItem(o, "sandboxes")) if (strcmp(str(x, "id"),
+		                                                                   sb) == 0) break;
+		assert_non_null(x);
+		snprintf(want, sizeof want, "%lld.%06lld", (long long)(measured / 1000000),
+		         (long long)(measured % 1000000));
 		/* the API trims trailing zeros */
 		char *z = want + strlen(want) - 1;
 		while (*z == '0')
 			*z-- = '\0';
 		if (*z == '.')
 			*z = '\0';
-		assert_string_equal(str(s, "cpu_seconds"), want);
+		assert_string_equal(str(x, "cpu_seconds"), want);
 		assert_non_null(cJSON_GetObjectItem(o, "data_as_of"));
 		cJSON_Delete(o);
 		http_free(&r);
 	}
-	/* The month's invoice is what rating all the raw samples gives (no trial here). */
+	/* The month's invoice is the reference's (no trial here). */
 	sql(f, "UPDATE accounts SET trial_grant_seconds = 0 WHERE id = 'acme'");
-	struct meter_plan_usage pu = {.plan = &plan, .used = all};
-	struct meter_invoice inv;
-	char want[METER_MONEY_BUF];
-	assert_int_equal(meter_invoice_build(&pu, 1, &inv), METER_OK);
-	meter_money_format_exact(inv.total, want, sizeof want);
+	struct ref_invoice want;
+	int64_t october;
+	meter_time_parse("2026-10-01T00:00:00Z", &october);
+	assert_true(ref_invoice(&in, 0, october, &want));
 	struct http_res ir = call(f, "GET", "/v1/accounts/acme/invoices/2026-10", f->acct, NULL);
 	cJSON *io = http_json(&ir);
-	assert_string_equal(str(io, "total_exact"), want);
+	int64_t got_total;
+	assert_int_equal(meter_money_parse(str(io, "total_exact"), false, &got_total), METER_OK);
+	assert_int_equal(got_total, want.total_nano);
 	cJSON_Delete(io);
 	http_free(&ir);
 	/* account_month agrees with the hours it sums */
@@ -693,41 +684,38 @@ static void at(struct fx *f, const char *sb, int64_t inc, const char *hms, int64
 	wait_rollups(f);
 }
 
-static enum meter_status sum_all(void *ctx, const struct meter_interval *iv,
-                                 const struct meter_plan *plan)
-{
-	(void)plan;
-	static const struct meter_size size = {.vcpu_milli = 2000, .mem_mgib = 4000};
-	return meter_usage_add_interval(ctx, &size, iv);
-}
-
-/* The rollups of sb against rating these samples (in the library's order) at once. */
+/* The rollups of sb against what the reference gives from these samples at once. */
 static void same_as_raw(struct fx *f, const char *sb, const char *started, const char *stopped,
                         const struct meter_sample *s, size_t n)
 {
-	struct meter_plan plan = {.id = 1,
-	                          .cpu_vcpu_hour = 25000000,
-	                          .memory_gib_hour = 7500000,
-	                          .cpu_floor_ppm = 25000};
-	meter_time_parse("2026-09-25T00:00:00Z", &plan.effective_from_us);
-	const struct meter_size size = {.vcpu_milli = 2000, .mem_mgib = 4000};
+	static struct ref_input in;
+	memset(&in, 0, sizeof in);
 	int64_t st = METER_TIME_NONE, sp = METER_TIME_NONE;
 	if (started)
 		meter_time_parse(started, &st);
 	if (stopped)
 		meter_time_parse(stopped, &sp);
-	struct meter_usage u = {0};
-	assert_int_equal(meter_rate_sandbox(&plan, 1, &size, st, sp, s, n, sum_all, &u), METER_OK);
+	int k = ref_add(&in, sb, st, sp, s, n);
+	struct ref_hour hours[256];
+	int nh = ref_sandbox_hours(&in, k, hours, 256);
+	assert_true(nh >= 0);
+	ref_int u[4] = {0};
+	for (int h = 0; h < nh; h++) {
+		u[0] += hours[h].cpu_measured;
+		u[1] += hours[h].cpu_billed;
+		u[2] += hours[h].wall;
+		u[3] += hours[h].mem;
+	}
 	char q[512], want[160];
 	snprintf(q, sizeof q,
 	         "SELECT concat_ws(' ', sum(cpu_measured_us), sum(cpu_billed_us), sum(wall_us), "
 	         "sum(memory_mgib_us)) FROM usage_hourly WHERE sandbox_id = '%s'",
 	         sb);
-	snprintf(want, sizeof want, "%lld %lld %lld %lld", (long long)u.cpu_measured_us,
-	         (long long)u.cpu_billed_us, (long long)u.wall_us, (long long)u.mem_mgib_us);
+	snprintf(want, sizeof want, "%lld %lld %lld %lld", (long long)u[0], (long long)u[1],
+	         (long long)u[2], (long long)u[3]);
 	PGresult *r = PQexec(f->db.conn, q);
 	if (strcmp(PQgetvalue(r, 0, 0), want) != 0)
-		fail_msg("%s: rollups %s, raw rating %s", sb, PQgetvalue(r, 0, 0), want);
+		fail_msg("%s: rollups %s, reference %s", sb, PQgetvalue(r, 0, 0), want);
 	PQclear(r);
 }
 

@@ -14,6 +14,7 @@
 struct iv {
 	int sandbox, seq;
 	int64_t start, end, cpu, billed;
+	bool busy;
 	const struct ref_plan *plan;
 };
 
@@ -103,7 +104,11 @@ static void rate(const struct ref_input *in, int sb, int64_t start, int64_t end,
 	               .billed = cpu,
 	               .plan = plan_at(in, end)};
 	int64_t dt = end - start;
+	v.busy = cpu > 0;
 	if (v.plan && dt > 0) {
+		/* busy: above the floor, exactly */
+		v.busy =
+		        (ref_int)cpu * 1000000000 > (ref_int)v.plan->floor_ppm * s->vcpu_milli * dt;
 		/* rule 4: the floor and the cap, each to the nearest µs (half up) */
 		ref_int lo = half_up((ref_int)v.plan->floor_ppm * s->vcpu_milli * dt, 1000000000);
 		ref_int hi = half_up((ref_int)s->vcpu_milli * dt, 1000);
@@ -313,4 +318,45 @@ int64_t ref_trial_used(const struct ref_input *in, int account)
 	free(all);
 	int64_t grant = in->accounts[account].grant_us;
 	return wall < grant ? (int64_t)wall : grant;
+}
+
+int ref_sandbox_hours(const struct ref_input *in, int sb, struct ref_hour *out, int cap)
+{
+	static struct iv one[REF_SAMPLES + 1];
+	int k = intervals(in, sb, one), n = 0;
+	const struct ref_sandbox *s = &in->sandboxes[sb];
+	for (int i = 0; i < k; i++) {
+		const struct iv *v = &one[i];
+		if (v->plan == NULL)
+			continue;
+		/* the hour of its end: an end on the hour belongs to the hour before */
+		int64_t last = v->end - 1, hour = last / HOUR_US * HOUR_US;
+		if (last % HOUR_US < 0)
+			hour -= HOUR_US;
+		int h = 0;
+		while (h < n && out[h].hour_us != hour)
+			h++;
+		if (h == n) {
+			if (n == cap)
+				return -1;
+			/* kept in time order: insert */
+			h = n;
+			while (h > 0 && out[h - 1].hour_us > hour) {
+				out[h] = out[h - 1];
+				h--;
+			}
+			out[h] = (struct ref_hour){.hour_us = hour};
+			n++;
+		}
+		ref_int dt = v->end - v->start;
+		out[h].cpu_measured += v->cpu;
+		out[h].cpu_billed += v->billed;
+		out[h].wall += dt;
+		out[h].mem += (ref_int)s->mem_milli * dt;
+		if (v->busy)
+			out[h].busy += dt;
+		else
+			out[h].idle += dt;
+	}
+	return n;
 }

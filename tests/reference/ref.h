@@ -85,6 +85,18 @@ struct ref_invoice {
 bool ref_invoice(const struct ref_input *in, int account, int64_t month_us,
                  struct ref_invoice *out);
 
+/* What a sandbox used in one hour (its priced intervals that end in it). */
+struct ref_hour {
+	int64_t hour_us; /* the hour's start */
+	ref_int cpu_measured, cpu_billed, busy, idle, wall, mem;
+};
+
+/*
+ * The hours of sandbox sb, in time order, into out (room for cap); returns
+ * how many, or -1 when they do not fit.
+ */
+int ref_sandbox_hours(const struct ref_input *in, int sb, struct ref_hour *out, int cap);
+
 /* The sandbox time the account's trial grant has used, up to the grant. */
 int64_t ref_trial_used(const struct ref_input *in, int account);
 
