@@ -38,6 +38,8 @@
 #include "common/db.h"
 #include "common/keys.h"
 #include "meter/decimal.h"
+#include "meter/timefmt.h"
+#include "tests/reference/ref.h"
 #include "tests/support/cluster.h"
 #include "tests/support/fakecg.h"
 #include "tests/support/http.h"
@@ -301,13 +303,13 @@ static cJSON *api_json(struct fx *f, const char *method, const char *path, const
 	return j;
 }
 
-/* A decimal string field, at scale decimals, as an integer. */
+/* A decimal string field (a credit may be negative), at scale decimals, as an integer. */
 static int64_t dec(cJSON *o, const char *name, int scale)
 {
 	cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
 	int64_t out;
 	if (!cJSON_IsString(v) ||
-	    meter_decimal_parse(v->valuestring, scale, false, &out) != METER_OK)
+	    meter_decimal_parse(v->valuestring, scale, true, &out) != METER_OK)
 		fail_msg("field %s is not a decimal string", name);
 	return out;
 }
@@ -621,6 +623,77 @@ static void window(char *month, size_t mlen, char *from, char *to, size_t len)
 	strftime(to, len, "%Y-%m-%dT%H:00:00Z", &tm);
 }
 
+/* A query's rows, or the test fails. */
+static PGresult *rows(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		fail_msg("%s: %s", sql, PQerrorMessage(c));
+	return r;
+}
+
+static int64_t num_at(PGresult *r, int row, int col)
+{
+	return PQgetisnull(r, row, col) ? REF_NONE : strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+/* Everything the rules need of account e2e, read back from the database: the
+ * plans, the grant, the registered sandboxes and every sample they wrote. */
+static void reference_input(struct fx *f, struct ref_input *in)
+{
+	PGconn *c = PQconnectdb(f->url);
+	assert_int_equal(PQstatus(c), CONNECTION_OK);
+	memset(in, 0, sizeof *in);
+	PGresult *r =
+	        rows(c, "SELECT id, name, (extract(epoch FROM effective_from) * 1e6)::bigint, "
+	                "(cpu_vcpu_hour * 1e9)::bigint, (memory_gib_hour * 1e9)::bigint, "
+	                "(cpu_floor * 1e6)::bigint FROM price_plans ORDER BY effective_from");
+	for (int i = 0; i < PQntuples(r) && i < REF_PLANS; i++) {
+		struct ref_plan *p = &in->plans[in->nplans++];
+		p->id = num_at(r, i, 0);
+		snprintf(p->name, sizeof p->name, "%s", PQgetvalue(r, i, 1));
+		p->from_us = num_at(r, i, 2);
+		p->cpu_nano = num_at(r, i, 3);
+		p->mem_nano = num_at(r, i, 4);
+		p->floor_ppm = num_at(r, i, 5);
+	}
+	PQclear(r);
+	r = rows(c, "SELECT trial_grant_seconds * 1000000 FROM accounts WHERE id = 'e2e'");
+	in->accounts[in->naccounts++] =
+	        (struct ref_account){.id = "e2e", .grant_us = num_at(r, 0, 0)};
+	PQclear(r);
+	r = rows(c, "SELECT id, (vcpus * 1000)::bigint, (memory_gib * 1000)::bigint, "
+	            "(extract(epoch FROM started_at) * 1e6)::bigint, "
+	            "(extract(epoch FROM stopped_at) * 1e6)::bigint FROM sandboxes "
+	            "WHERE account_id = 'e2e' ORDER BY id");
+	for (int i = 0; i < PQntuples(r) && i < REF_SANDBOXES; i++) {
+		struct ref_sandbox *x = &in->sandboxes[in->nsandboxes++];
+		snprintf(x->id, sizeof x->id, "%s", PQgetvalue(r, i, 0));
+		x->vcpu_milli = num_at(r, i, 1);
+		x->mem_milli = num_at(r, i, 2);
+		x->started_us = num_at(r, i, 3);
+		x->stopped_us = num_at(r, i, 4);
+	}
+	PQclear(r);
+	r = rows(c, "SELECT s.sandbox_id, s.incarnation, (extract(epoch FROM s.ts) * 1e6)::bigint, "
+	            "s.cpu_usage_us FROM samples s JOIN sandboxes b ON b.id = s.sandbox_id "
+	            "WHERE b.account_id = 'e2e' ORDER BY s.received_at, s.ts");
+	for (int i = 0; i < PQntuples(r) && in->nsamples < REF_SAMPLES; i++) {
+		int sb = 0;
+		while (sb < in->nsandboxes &&
+		       strcmp(in->sandboxes[sb].id, PQgetvalue(r, i, 0)) != 0)
+			sb++;
+		in->samples[in->nsamples++] = (struct ref_sample){.sandbox = sb,
+		                                                  .incarnation = num_at(r, i, 1),
+		                                                  .ts_us = num_at(r, i, 2),
+		                                                  .cpu_us = num_at(r, i, 3)};
+	}
+	if (PQntuples(r) > REF_SAMPLES)
+		fail_msg("more samples than the reference holds");
+	PQclear(r);
+	PQfinish(c);
+}
+
 static void compare(struct fx *f)
 {
 	char month[16], from[32], to[32], path[256];
@@ -655,7 +728,18 @@ static void compare(struct fx *f)
 	cJSON_Delete(u);
 	snprintf(path, sizeof path, "/v1/accounts/e2e/invoices/%s", month);
 	cJSON *inv = api_json(f, "GET", path, NULL, 200);
-	int64_t inv_cpu = -1, charged = 0;
+	/* The rules applied by the independent reference to the samples as stored: every
+	 * line (the floor where idle, the trial's credit of the 50 h grant) and the total,
+	 * to the nano-dollar. */
+	static struct ref_input in;
+	struct ref_invoice want;
+	char first[40];
+	int64_t month_us;
+	snprintf(first, sizeof first, "%s-01T00:00:00Z", month);
+	assert_int_equal(meter_time_parse(first, &month_us), METER_OK);
+	reference_input(f, &in);
+	assert_true(ref_invoice(&in, 0, month_us, &want));
+	int64_t inv_cpu = -1, charged = 0, nlines = 0;
 	cJSON *line;
 	cJSON_ArrayForEach(line, cJSON_GetObjectItemCaseSensitive(inv, "lines"))
 	{
@@ -667,7 +751,21 @@ static void compare(struct fx *f)
 		if (strcmp(item->valuestring, "cpu") == 0 ||
 		    strcmp(item->valuestring, "memory") == 0)
 			charged += dec(line, "amount_exact", 9);
+		if (nlines >= want.nlines ||
+		    strcmp(item->valuestring, want.lines[nlines].item) != 0 ||
+		    dec(line, "amount_exact", 9) != want.lines[nlines].amount_nano)
+			fail_msg(
+			        "invoice line %lld: %s %s, the reference %s %lld nano-dollars",
+			        (long long)nlines, item->valuestring,
+			        cJSON_GetObjectItemCaseSensitive(line, "amount_exact")->valuestring,
+			        nlines < want.nlines ? want.lines[nlines].item : "(none)",
+			        nlines < want.nlines ? (long long)want.lines[nlines].amount_nano
+			                             : 0LL);
+		nlines++;
 	}
+	assert_int_equal(nlines, want.nlines);
+	assert_int_equal(dec(inv, "total_exact", 9), want.total_nano);
+	assert_string_equal(want.lines[want.nlines - 1].item, "trial_credit");
 	cJSON_Delete(inv);
 	/* The invoice charges the usage at list prices (the trial credit comes after). */
 	assert_int_equal(charged, cost);
@@ -689,6 +787,9 @@ static void compare(struct fx *f)
 		fail_msg("invoiced %" PRId64 " us, outside the kernel's %" PRId64
 		         " us plus at most the floor %" PRId64,
 		         inv_cpu, kernel_total, floor_all);
+	printf("%s: the invoice equals the reference's to the nano-dollar (%lld lines, total "
+	       "%lld nano-dollars after the trial's credit)\n",
+	       fault_name[f->fault], (long long)want.nlines, (long long)want.total_nano);
 }
 
 static void expect_log(struct fx *f, const char *text)
