@@ -155,6 +155,40 @@ static long samples_taken(struct fx *f)
 	return total;
 }
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static long count(PGconn *c, const char *sql);
+
+/*
+ * What the table holds against a truth that is not the collector's own word:
+ * every sandbox sampled in every round (each has as many rows as the others,
+ * NSB of them), and at least three quarters of the rounds the test's own clock
+ * allows for the time the collector ran (ran_ms at interval_ms: a run here
+ * takes a round more than the clock allows, a collector that skips every other
+ * round half of them).
+ */
+static void rounds_are_whole(PGconn *c, int nsb, int64_t ran_ms, int64_t interval_ms)
+{
+	long per = count(c, "SELECT min(n) FROM (SELECT count(*) n FROM samples "
+	                    "GROUP BY sandbox_id) x");
+	long most = count(c, "SELECT max(n) FROM (SELECT count(*) n FROM samples "
+	                     "GROUP BY sandbox_id) x");
+	long sandboxes = count(c, "SELECT count(DISTINCT sandbox_id) FROM samples");
+	long stored = count(c, "SELECT count(*) FROM samples");
+	if (sandboxes != nsb || per != most || stored != per * nsb ||
+	    per * interval_ms * 4 < ran_ms * 3)
+		fail_msg(
+		        "%ld sandboxes of %d sampled, %ld to %ld rows each (%ld in all) in %lld ms "
+		        "at %lld ms a round",
+		        sandboxes, nsb, per, most, stored, (long long)ran_ms,
+		        (long long)interval_ms);
+}
+
 static long count(PGconn *c, const char *sql)
 {
 	PGresult *r = PQexec(c, sql);
@@ -414,12 +448,14 @@ static void postgres_stopped_and_started_loses_and_doubles_nothing(void **state)
 	int64_t *cpu = x.cpu;
 	char *root = x.root, *spool = x.spool;
 	start_faults(f, &x, "200ms");
+	int64_t began = mono_ms();
 	spin(root, cpu, 20);
 	pg(f, "stop --immediate");
 	spin(root, cpu, 30); /* about 1.5 s of rounds go to the spool */
 	pg(f, "start");
 	spin(root, cpu, 30);
 	assert_int_equal(stop(&f->collector), 0);
+	int64_t ran = mono_ms() - began;
 
 	long taken = samples_taken(f);
 	PGconn *c = connect_to(f->url);
@@ -427,6 +463,7 @@ static void postgres_stopped_and_started_loses_and_doubles_nothing(void **state)
 	long distinct =
 	        count(c, "SELECT count(DISTINCT (sandbox_id, incarnation, ts)) FROM samples");
 	check_last_counters(c, cpu);
+	rounds_are_whole(c, NSB, ran, 200);
 	PQfinish(c);
 	char *buf = malloc(1 << 20);
 	read_log(f, buf, 1 << 20);
@@ -439,6 +476,57 @@ static void postgres_stopped_and_started_loses_and_doubles_nothing(void **state)
 	struct stat st;
 	assert_int_equal(stat(spool, &st), 0);
 	assert_int_equal(st.st_size, 0); /* all replayed, then emptied */
+}
+
+/*
+ * The keys (sandbox, incarnation, time) of the rows in the good records of a
+ * spool file, as a VALUES list for SQL, into keys; returns how many.
+ */
+static long spool_keys(const char *path, char *keys, size_t len)
+{
+	static unsigned char buf[1 << 22];
+	int fd = open(path, O_RDONLY);
+	keys[0] = '\0';
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf);
+	close(fd);
+	size_t records, used = 0;
+	uint64_t last;
+	bool torn;
+	size_t good = spool_scan(buf, n > 0 ? (size_t)n : 0, &records, &last, &torn);
+	long rows = 0;
+	for (size_t off = 0; off < good;) {
+		uint32_t rlen = (uint32_t)buf[off + 4] | (uint32_t)buf[off + 5] << 8 |
+		                (uint32_t)buf[off + 6] << 16 | (uint32_t)buf[off + 7] << 24;
+		const char *p = (const char *)buf + off + SPOOL_HEADER, *end = p + rlen;
+		while (p < end) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			char sb[64], ts[64];
+			long long inc;
+			if (sscanf(p, "%63[^\t]\t%lld\t%63[^\t]", sb, &inc, ts) != 3)
+				fail_msg("a spooled row without a key: %.60s", p);
+			used += (size_t)snprintf(keys + used, len - used, "%s('%s', %lld, '%s')",
+			                         rows ? ", " : "", sb, inc, ts);
+			if (used >= len)
+				fail_msg("too many spooled rows for the test's buffer");
+			rows++;
+			p = nl ? nl + 1 : end;
+		}
+		off += SPOOL_HEADER + rlen;
+	}
+	return rows;
+}
+
+/* How many of the keys (a VALUES list) the table has. */
+static long keys_in(PGconn *c, const char *keys)
+{
+	static char sql[1 << 21];
+	snprintf(sql, sizeof sql,
+	         "SELECT count(*) FROM (VALUES %s) k(s, i, t) WHERE EXISTS (SELECT 1 FROM "
+	         "samples WHERE sandbox_id = k.s AND incarnation = k.i AND ts = k.t::timestamptz)",
+	         keys);
+	return count(c, sql);
 }
 
 /* Rows in the good records of a spool file. */
@@ -483,11 +571,16 @@ static void sigkill_and_restart_with_the_same_spool_loses_and_doubles_nothing(vo
 	kill(f->collector, SIGKILL); /* mid-run, spooling, maybe in mid-append */
 	waitpid(f->collector, NULL, 0);
 	f->collector = 0;
-	long spooled = spool_rows(spool);
+	static char keys[1 << 20];
+	long spooled = spool_keys(spool, keys, sizeof keys);
 	assert_true(spooled > 0);
+	assert_int_equal(spooled, spool_rows(spool));
 	pg(f, "start");
 	PGconn *c = connect_to(f->url);
 	long before = count(c, "SELECT count(*) FROM samples");
+	/* a batch whose COMMIT went through as PostgreSQL stopped (its answer lost) was
+	 * spooled too: its rows are in already, and its replay adds none */
+	long already = keys_in(c, keys);
 
 	const char *once[] = {
 	        "--root",  root,  "--layout",  "v2", "--match", "(?<sandbox>sb-[0-9]+)",
@@ -499,13 +592,9 @@ static void sigkill_and_restart_with_the_same_spool_loses_and_doubles_nothing(vo
 	long again = samples_taken(f);
 	assert_int_equal(again, NSB);
 	long after = count(c, "SELECT count(*) FROM samples");
-	/* Every spooled row is in, once. One batch may have been both: a COMMIT that
-	 * went through as PostgreSQL stopped, its answer lost, so it was spooled too
-	 * and its replay found the rows there (one round: NSB rows). */
-	if (after != before + spooled + again)
-		fprintf(stderr, "spooled %ld rows, %ld were in the table already\n", spooled,
-		        before + spooled + again - after);
-	assert_true(after <= before + spooled + again && after >= before + spooled + again - NSB);
+	/* Every spooled row is in, each once, and nothing else came but the last round. */
+	assert_int_equal(keys_in(c, keys), spooled);
+	assert_int_equal(after, before + (spooled - already) + again);
 	assert_int_equal(
 	        count(c, "SELECT count(DISTINCT (sandbox_id, incarnation, ts)) FROM samples"),
 	        after);
@@ -539,6 +628,7 @@ static void at_the_open_file_limit_it_samples_what_fits_and_keeps_writing(void *
 	        "--root",     root,    "--layout", "v2", "--match", "(?<sandbox>sb-[0-9]+)",
 	        "--interval", "200ms", "--rescan", "1s", "--spool", spool,
 	        "--host-id",  "t",     NULL};
+	int64_t began = mono_ms();
 	f->collector = collector(f, f->url, args);
 	sleep_ms(1500); /* a rescan or more */
 	pg(f, "stop --immediate");
@@ -546,6 +636,7 @@ static void at_the_open_file_limit_it_samples_what_fits_and_keeps_writing(void *
 	pg(f, "start");
 	sleep_ms(1500);
 	assert_int_equal(stop(&f->collector), 0);
+	int64_t ran = mono_ms() - began;
 
 	long taken = samples_taken(f);
 	PGconn *c = connect_to(f->url);
@@ -568,6 +659,7 @@ static void at_the_open_file_limit_it_samples_what_fits_and_keeps_writing(void *
 	assert_int_equal(sandboxes, FIT);
 	assert_int_equal(stored, taken);         /* nothing lost on the way */
 	assert_true(least * FIT >= taken - FIT); /* each was sampled every round */
+	assert_true(least * 200 * 4 >= ran * 3); /* and rounds came, by the test's own clock */
 }
 
 int main(void)
