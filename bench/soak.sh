@@ -103,6 +103,7 @@ api_pid=$!
 "${vg[@]}" "$build/meter-collector" --root /sys/fs/cgroup --match "$holder/(?<sandbox>[^/]+)" \
 	--interval 1s --spool "$work/spool" --host-id soak --log-level info >"$work/collector.log" 2>&1 &
 coll_pid=$!
+began=$(date +%s%N) # the test's own clock for the collector's rounds
 for t in $(seq 1 600); do
 	curl -fs "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
 	kill -0 $api_pid 2>/dev/null || { cat "$work/api.log" >&2; echo "soak: meter-api did not start" >&2; exit 1; }
@@ -162,6 +163,7 @@ fi
 
 # Every sample landed: the collector's own count against the table.
 sleep 1.5
+ran_ms=$(( ($(date +%s%N) - began) / 1000000 ))
 kill -TERM $coll_pid
 coll_rc=0; wait $coll_pid || coll_rc=$?
 coll_pid=
@@ -172,6 +174,16 @@ stored=$(psql -X -qtA -d "$url" -c "SELECT count(*) FROM samples")
 echo "samples: $taken taken, $written written, $stored in the table"
 if [[ -z $taken || $taken == 0 || $taken != "$written" || $written != "$stored" ]]; then
 	echo "FAIL: not every sample landed exactly once"; fail=1
+fi
+# ... and against the clock, not the collector's own word: each of the sandboxes
+# sampled in every round (as many rows as the others), at least 2/3 of the 1 s
+# rounds the time it ran allows (a run here has more than all of them; under
+# valgrind a round may take longer: 1/4).
+read -r nsbs least most < <(psql -X -qtA -F ' ' -d "$url" -c "SELECT count(*), min(n), max(n) FROM (SELECT sandbox_id, count(*) n FROM samples GROUP BY 1) x")
+need=$(( ran_ms * ($valgrind == 1 ? 3 : 8) / 12000 ))
+echo "rounds: $nsbs sandboxes, $least to $most rows each, $ran_ms ms by the clock (at least $need wanted)"
+if [[ $nsbs != "$nsb" ]] || (( most - least > 1 || least < need )); then
+	echo "FAIL: rounds are missing"; fail=1
 fi
 # ... and was rolled up for all sandboxes.
 for t in $(seq 1 300); do
