@@ -237,59 +237,6 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
 	return MHD_YES;
 }
 
-/* Splits the path into parts; false for a path that cannot be ours. */
-static bool split_path(struct req *r)
-{
-	snprintf(r->partbuf, sizeof r->partbuf, "%s", r->path);
-	r->nparts = 0;
-	for (char *save = NULL, *p = strtok_r(r->partbuf, "/", &save); p;
-	     p = strtok_r(NULL, "/", &save)) {
-		if (r->nparts == REQ_PATH_PARTS)
-			return false;
-		r->parts[r->nparts++] = p;
-	}
-	return true;
-}
-
-/* The route for the request; *allowed lists methods for the path when only the method is off. */
-static int find_route(struct req *r, char *allowed, size_t alen)
-{
-	allowed[0] = '\0';
-	for (int i = 0; i < routes_count; i++) {
-		const struct route *rt = &routes[i];
-		char pat[128];
-		char *pp[REQ_PATH_PARTS];
-		int np = 0;
-		snprintf(pat, sizeof pat, "%s", rt->pattern);
-		for (char *save = NULL, *p = strtok_r(pat, "/", &save); p && np < REQ_PATH_PARTS;
-		     p = strtok_r(NULL, "/", &save))
-			pp[np++] = p;
-		if (np != r->nparts)
-			continue;
-		int k;
-		for (k = 0; k < np; k++)
-			if (pp[k][0] != '{' && strcmp(pp[k], r->parts[k]) != 0)
-				break;
-		if (k < np)
-			continue;
-		if (strcmp(rt->method, r->method) != 0) {
-			size_t n = strlen(allowed);
-			snprintf(allowed + n, alen - n, "%s%s", n ? ", " : "", rt->method);
-			continue;
-		}
-		int nparam = 0;
-		for (k = 0; k < np && nparam < 2; k++)
-			if (pp[k][0] == '{') {
-				r->param[nparam++] = r->parts[k];
-				/* {id}: an account or sandbox id, checked here for every route */
-				if (strcmp(pp[k], "{id}") == 0 && !id_valid(r->parts[k]))
-					return -2;
-			}
-		return i;
-	}
-	return -1;
-}
-
 /*
  * Keys found valid are remembered for AUTH_CACHE_MS, so the hot path (the
  * quota check) costs one database round trip, not two. A revoked key stops
@@ -370,17 +317,18 @@ static bool authenticate(struct req *r)
 		               "this request needs an API key: Authorization: Bearer KEY");
 		return false;
 	}
-	if (strncmp(h, "Bearer ", 7) != 0 || strlen(h + 7) != 67 || strncmp(h + 7, "mk_", 3) != 0) {
+	char key[KEY_LEN + 1];
+	if (!in_bearer_key(h, key, sizeof key)) {
 		reply_problemf(r, 401, "unauthorized", "Unauthorized",
 		               "the Authorization header must be \"Bearer \" and an API key");
 		return false;
 	}
-	if (auth_cached(r, h + 7))
+	if (auth_cached(r, key))
 		return true;
 	PGconn *c = req_db(r);
 	if (c == NULL)
 		return false;
-	const char *params[] = {h + 7};
+	const char *params[] = {key};
 	PGresult *res = q_exec(c, Q_AUTH, 1, params);
 	bool ok = false;
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -391,7 +339,7 @@ static bool authenticate(struct req *r)
 	} else {
 		r->admin = strcmp(PQgetvalue(res, 0, 0), "admin") == 0;
 		snprintf(r->account, sizeof r->account, "%s", PQgetvalue(res, 0, 1));
-		auth_remember(r, h + 7);
+		auth_remember(r, key);
 		ok = true;
 	}
 	PQclear(res);
@@ -401,12 +349,13 @@ static bool authenticate(struct req *r)
 static void dispatch(struct req *r)
 {
 	char allowed[64];
-	if (!split_path(r)) {
+	if (!route_split(r->path, &r->parts)) {
 		reply_problemf(r, 404, "not-found", "Not found", "no such resource");
 		return;
 	}
-	int i = find_route(r, allowed, sizeof allowed);
-	if (i == -2) {
+	int i = route_find(routes, routes_count, r->method, &r->parts, r->param, allowed,
+	                   sizeof allowed);
+	if (i == ROUTE_BAD_ID) {
 		reply_problemf(r, 400, "invalid-id", "Invalid id", "the id in the path must be %s",
 		               ID_RULE);
 		return;

@@ -18,23 +18,10 @@
 
 #include "api/input.h"
 #include "api/pool.h"
+#include "api/route.h"
 
-#define REQ_BODY_MAX   (64 * 1024)
-#define REQ_ARGS_MAX   16
-#define REQ_PATH_PARTS 8
-
-enum auth_need { AUTH_PUBLIC, AUTH_ANY, AUTH_ADMIN };
-
-struct req;
-typedef void (*handler_fn)(struct req *r);
-
-struct route {
-	const char *method;
-	const char *pattern; /* "/v1/accounts/{id}/usage": {x} matches one path part */
-	enum auth_need auth;
-	handler_fn handler;
-	bool page; /* a page for people: the session cookie counts, and no login sends to /login */
-};
+#define REQ_BODY_MAX (64 * 1024)
+#define REQ_ARGS_MAX 16
 
 struct server_config {
 	const char *listen;         /* HOST:PORT */
@@ -57,10 +44,8 @@ struct req {
 	int route_index;
 	char method[16];
 	char path[512];
-	char *parts[REQ_PATH_PARTS]; /* the path's parts, pointing into partbuf */
-	char partbuf[512];
-	int nparts;
-	const char *param[2]; /* the {x} parts of the route, in order */
+	struct route_path parts; /* the path's parts */
+	const char *param[2];    /* the {x} parts of the route, in order */
 	struct in_arg args[REQ_ARGS_MAX];
 	size_t nargs;
 	bool too_many_args;

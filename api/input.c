@@ -117,6 +117,17 @@ cJSON *in_parse_object(const char *body, size_t len, struct problem *p)
 		            "the body is not valid UTF-8");
 		return NULL;
 	}
+	/* JSON has no raw control character but white space, in a string or out of one:
+	 * a NUL would cut a value short where cJSON copies it (found by fuzz_json) */
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)body[i] < 0x20 && body[i] != '\t' && body[i] != '\n' &&
+		    body[i] != '\r') {
+			problem_set(p, 400, "invalid-json", "Malformed JSON",
+			            "the body has a control character (0x%02x) at byte %zu; a JSON "
+			            "string needs it escaped",
+			            (unsigned)(unsigned char)body[i], i);
+			return NULL;
+		}
 	const char *what = NULL;
 	long bad_at = lossy(body, len, &what);
 	if (bad_at >= 0) {
@@ -392,13 +403,13 @@ static bool form_decode(const char *s, size_t len, char *out, size_t olen)
 			if (len - i < 3)
 				return false;
 			int a = hex_digit(s[i + 1]), b = hex_digit(s[i + 2]);
-			if (a < 0 || b < 0 || (a == 0 && b == 0))
+			if (a < 0 || b < 0)
 				return false;
 			ch = (char)(a * 16 + b);
 			i += 2;
 		}
-		if (o + 1 >= olen)
-			return false;
+		if (ch == '\0' || o + 1 >= olen)
+			return false; /* a NUL, as it is or encoded, would cut the value short */
 		out[o++] = ch;
 	}
 	out[o] = '\0';
@@ -427,4 +438,20 @@ bool in_form_value(const char *body, size_t len, const char *name, char *out, si
 		p = stop + 1;
 	}
 	return found;
+}
+
+bool in_bearer_key(const char *header, char *key, size_t len)
+{
+	static const char prefix[] = "Bearer mk_";
+	size_t n = strlen(header), plen = sizeof prefix - 1;
+	if (len > 0)
+		key[0] = '\0';
+	if (len < 68 || n != plen + 64 || strncmp(header, prefix, plen) != 0)
+		return false;
+	for (size_t i = plen; i < n; i++)
+		if (!((header[i] >= '0' && header[i] <= '9') ||
+		      (header[i] >= 'a' && header[i] <= 'f')))
+			return false;
+	memcpy(key, header + 7, n - 7 + 1);
+	return true;
 }

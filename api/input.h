@@ -77,8 +77,16 @@ bool in_query(const struct in_arg *args, size_t nargs, const struct in_field *f,
  * of len bytes (not NUL-terminated), decoded ('+' is a space, %XX a byte)
  * into out, NUL-terminated. False, with out[0] = '\0', when the field is
  * absent or given twice, when any % is not followed by two hex digits or
- * decodes to a NUL, or when the value does not fit in olen bytes.
+ * decodes to a NUL, when the value holds a NUL byte as it is, or when the
+ * value does not fit in olen bytes.
  */
 bool in_form_value(const char *body, size_t len, const char *name, char *out, size_t olen);
+
+/*
+ * The API key of an Authorization header, "Bearer mk_" and 64 lowercase hex
+ * digits and nothing else, into key (at least 68 bytes). False for any other
+ * header, with key[0] = '\0'.
+ */
+bool in_bearer_key(const char *header, char *key, size_t len);
 
 #endif

@@ -8,7 +8,8 @@
 #   bash bench/soak.sh [SECONDS] [--valgrind]      (default 600 s)
 #
 # --valgrind runs both programs under valgrind's memcheck (use a short time:
-# everything is some 20 times slower) and fails on any error or definite leak.
+# everything is some 20 times slower) and fails on any error or on memory no
+# pointer reaches at exit (definitely or indirectly lost).
 # Needs root (cgroups, apt for wrk the first time). METER_BUILD names a build
 # folder to take the programs from (the suite passes its own); otherwise the
 # normal build is made. The suite runs a short form of both.
@@ -93,8 +94,10 @@ done
 
 vg=()
 if [[ $valgrind == 1 ]]; then
-	vg=(valgrind --quiet --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
-	    --show-leak-kinds=definite --track-origins=no)
+	# a leak of any block no pointer reaches (definite, or lost with one that is) fails
+	vg=(valgrind --quiet --error-exitcode=99 --leak-check=full
+	    --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
+	    --track-origins=no)
 fi
 port=$(( 20000 + $$ % 20000 ))
 "${vg[@]}" "$build/meter-api" --listen "127.0.0.1:$port" --rollup-idle 100ms --log-level warn \
@@ -219,10 +222,26 @@ else
 		awk -v warm="$(printf '%s\n' "${v[@]:0:$(( q + 1 ))}" | sort -g | tail -n 1)" -v last="${v[$(( n - 1 ))]}" \
 			'BEGIN { printf "%.1f -> %.1f MiB", warm, last; exit !(last <= warm * 1.10 + 1.0) }'
 	}
+	# The slope after warm-up, by least squares over the readings (MiB an hour): a
+	# steady leak too slow for the flat check over a short run shows here. Judged
+	# on runs of 5 minutes or more (shorter ones are noise): it must project less
+	# than 10 % of the warm RSS plus 1 MiB an hour.
+	slope() {
+		local -a v=("$@")
+		local q=$(( ${#v[@]} / 4 ))
+		printf '%s\n' "${v[@]:$q}" | awk -v step="$step" -v judge="$(( secs >= 300 ))" '
+			{ x = (NR - 1) * step; y = $1; n++; sx += x; sy += y; sxx += x * x; sxy += x * y
+			  if (NR == 1) warm = y }
+			END { d = n * sxx - sx * sx; b = d > 0 ? (n * sxy - sx * sy) / d * 3600 : 0
+			      printf "%+.2f MiB an hour", b
+			      exit judge && b > warm * 0.10 + 1.0 }'
+	}
 	for who in api coll; do
 		if [[ $who == api ]]; then name=meter-api; vals=("${rss_api[@]}"); else name=meter-collector; vals=("${rss_coll[@]}"); fi
 		if line=$(flat "${vals[@]}"); then echo "RSS $name after warm-up: $line (flat)"
 		else echo "RSS $name after warm-up: $line"; echo "FAIL: $name grew"; fail=1; fi
+		if line=$(slope "${vals[@]}"); then echo "RSS $name slope: $line$( (( secs >= 300 )) || echo ' (not judged under 5 minutes)')"
+		else echo "RSS $name slope: $line"; echo "FAIL: $name grows steadily"; fail=1; fi
 	done
 fi
 [[ $fail == 0 ]] && echo "soak: passed" || echo "soak: FAILED"
