@@ -250,6 +250,11 @@ static cJSON *sandbox_json(const PGresult *res, int row)
 		cJSON_AddStringToObject(o, names[k], t);
 	}
 	cJSON_AddStringToObject(o, "status", PQgetisnull(res, row, 5) ? "running" : "stopped");
+	/* who ended it: the platform's stop or the collector's end, whichever came first */
+	if (PQgetisnull(res, row, 7))
+		cJSON_AddNullToObject(o, "ended_by");
+	else
+		cJSON_AddStringToObject(o, "ended_by", PQgetvalue(res, row, 7));
 	return o;
 }
 
@@ -305,17 +310,40 @@ void h_sandbox_new(struct req *r)
 		rollback(c);
 		return;
 	}
+	/* The collector may have found it first (its cgroup path named the account) and
+	 * registered it from the cgroup's limits: it runs already, so it is not refused;
+	 * what the platform ordered replaces those limits, and it is rated anew. */
+	char vc[METER_DECIMAL_BUF], mem[METER_DECIMAL_BUF], st[24];
+	meter_decimal_format(v[2].num, 3, 0, vc, sizeof vc);
+	meter_decimal_format(v[3].num, 3, 0, mem, sizeof mem);
+	snprintf(st, sizeof st, "%lld", (long long)started);
+	const char *params[] = {v[0].text, v[1].text, vc, mem, st};
+	PGresult *a = q_exec(c, Q_SANDBOX_ADOPT, 5, params);
+	if (PQresultStatus(a) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not register the sandbox", a);
+		PQclear(a);
+		rollback(c);
+		return;
+	}
+	if (PQntuples(a) == 1) {
+		const char *mark[] = {v[0].text, NULL};
+		PGresult *m = q_exec(c, Q_MARK, 2, mark);
+		if (PQresultStatus(m) != PGRES_COMMAND_OK)
+			reply_db_error(r, "could not queue the sandbox for rating", m);
+		else if (commit(r, c))
+			reply_json(r, 200, sandbox_json(a, 0));
+		PQclear(m);
+		PQclear(a);
+		rollback(c);
+		return;
+	}
+	PQclear(a);
 	quota_decide(&s, &q);
 	if (!q.allowed) {
 		rollback(c);
 		answer_refusal(r, &q);
 		return;
 	}
-	char vc[METER_DECIMAL_BUF], mem[METER_DECIMAL_BUF], st[24];
-	meter_decimal_format(v[2].num, 3, 0, vc, sizeof vc);
-	meter_decimal_format(v[3].num, 3, 0, mem, sizeof mem);
-	snprintf(st, sizeof st, "%lld", (long long)started);
-	const char *params[] = {v[0].text, v[1].text, vc, mem, st};
 	/* The mark first: the rollup worker, too, takes the queue row before sandboxes. */
 	const char *mark[] = {v[0].text, NULL};
 	PGresult *m = q_exec(c, Q_MARK, 2, mark);
@@ -367,30 +395,47 @@ void h_sandbox_stop(struct req *r)
 	char st[24];
 	snprintf(st, sizeof st, "%lld", (long long)stopped);
 	const char *params[] = {r->param[0], st};
-	PGresult *res = q_exec(c, Q_SANDBOX_STOP, 2, params);
-	if (strcmp(db_sqlstate(res), "23514") == 0) {
+	PGresult *res = q_exec(c, Q_SANDBOX_STOP, 2, params), *g = NULL, *m = NULL;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not stop the sandbox", res);
+		goto out;
+	}
+	bool moved = PQntuples(res) == 1;
+	PQclear(res);
+	/* stopped_at: the earlier of this stop and the collector's end (rule 3) */
+	res = moved ? q_exec(c, Q_SANDBOX_ENDS, 1, params) : NULL;
+	if (moved && PQresultStatus(res) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not stop the sandbox", res);
+		goto out;
+	}
+	g = q_exec(c, Q_SANDBOX, 1, params);
+	int64_t started = 0;
+	if (PQresultStatus(g) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not read the sandbox", g);
+	} else if (PQntuples(g) != 1) {
+		reply_problemf(r, 404, "not-found", "Not found", "sandbox \"%s\" not found",
+		               r->param[0]);
+	} else if (!moved && !PQgetisnull(g, 0, 4) && col_int(g, 0, 4, &started) &&
+	           started > stopped) {
 		reply_problemf(r, 422, "invalid-field", "Invalid field",
 		               "field \"stopped_at\" is before the sandbox started");
-	} else if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		reply_db_error(r, "could not stop the sandbox", res);
-	} else if (PQntuples(res) == 0) {
-		PGresult *g = q_exec(c, Q_SANDBOX, 1, params);
-		if (PQresultStatus(g) == PGRES_TUPLES_OK && PQntuples(g) == 1)
-			reply_problemf(r, 409, "already-stopped", "Already stopped",
-			               "sandbox \"%s\" is already stopped", r->param[0]);
-		else
-			reply_problemf(r, 404, "not-found", "Not found", "sandbox \"%s\" not found",
-			               r->param[0]);
-		PQclear(g);
+	} else if (!moved) {
+		/* A stop at or after one already given changes nothing: the earlier stands. */
+		reply_problemf(r, 409, "already-stopped", "Already stopped",
+		               "sandbox \"%s\" was already stopped by the platform at that time or "
+		               "earlier; the earlier stop stands",
+		               r->param[0]);
 	} else {
 		const char *mark[] = {r->param[0], st};
-		PGresult *m = q_exec(c, Q_MARK, 2, mark);
+		m = q_exec(c, Q_MARK, 2, mark);
 		if (PQresultStatus(m) != PGRES_COMMAND_OK)
 			reply_db_error(r, "could not queue the sandbox for rating", m);
 		else if (commit(r, c))
-			reply_json(r, 200, sandbox_json(res, 0));
-		PQclear(m);
+			reply_json(r, 200, sandbox_json(g, 0));
 	}
+out:
+	PQclear(m);
+	PQclear(g);
 	PQclear(res);
 	rollback(c);
 }

@@ -12,7 +12,7 @@
 	        "created_at")
 #define SANDBOX_COLS                                                                               \
 	"id, account_id, vcpus::text, memory_gib::text, " US("started_at") ", " US(                \
-	        "stopped_at") ", " US("registered_at")
+	        "stopped_at") ", " US("registered_at") ", ended_by"
 #define SUMS                                                                                       \
 	"sum(cpu_measured_us), sum(cpu_billed_us), sum(busy_us), sum(idle_us), sum(wall_us), "     \
 	"sum(memory_mgib_us)"
@@ -56,9 +56,26 @@ static const char *const sql[Q_COUNT] = {
                 "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) "
                 "VALUES ($1, $2, $3::numeric, $4::numeric, " TS("$5") ") "
                                                                       "RETURNING " SANDBOX_COLS,
-        [Q_SANDBOX_STOP] = "UPDATE sandboxes SET stopped_at = " TS(
+        /* The platform's stop, the earliest one given; a stop before the start or
+         * not before one already given changes nothing (api/h_accounts.c says why). */
+        /* A sandbox the collector registered from its cgroup (no start known) takes the
+         * size and start the platform ordered. */
+        [Q_SANDBOX_ADOPT] =
+                "UPDATE sandboxes SET vcpus = $3::numeric, memory_gib = $4::numeric, "
+                "started_at = " TS(
+                        "$5") " WHERE id = $1 AND account_id = $2 "
+                              "AND started_at IS NULL AND (stopped_at IS NULL OR stopped_at >= " TS(
+                                      "$5") ") "
+                                            "RETURNING " SANDBOX_COLS,
+        [Q_SANDBOX_STOP] = "UPDATE sandboxes SET platform_stopped_at = " TS(
                 "$2") " "
-                      "WHERE id = $1 AND stopped_at IS NULL RETURNING " SANDBOX_COLS,
+                      "WHERE id = $1 AND (platform_stopped_at IS NULL "
+                      "OR platform_stopped_at > " TS(
+                              "$2") ") "
+                                    "AND (started_at IS NULL OR started_at <= " TS(
+                                            "$2") ") RETURNING id",
+        /* stopped_at and ended_by from the platform's stop and the collector's end */
+        [Q_SANDBOX_ENDS] = "SELECT meter_sandbox_ends(ARRAY[$1]::text[])",
         [Q_MARK] = "INSERT INTO rollup_queue (sandbox_id, from_ts, queued_at) "
                    "VALUES ($1, coalesce(" TS(
                            "$2") ", '-infinity'), clock_timestamp()) "

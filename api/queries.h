@@ -19,7 +19,10 @@ enum query {
 	Q_STATE, /* account, month start µs -> account, running, wall µs before, the month's sums */
 	Q_SANDBOX,       /* id -> the sandbox */
 	Q_SANDBOX_NEW,   /* id, account, vcpus, memory, started µs -> the sandbox */
-	Q_SANDBOX_STOP,  /* id, stopped µs -> the sandbox, when it was running */
+	Q_SANDBOX_ADOPT, /* id, account, vcpus, memory, started µs -> the sandbox the collector
+	                    found */
+	Q_SANDBOX_STOP,  /* id, stopped µs -> id, when the platform's stop moved */
+	Q_SANDBOX_ENDS,  /* -> stopped_at, ended_by of sandbox $1 from its stops and ends */
 	Q_MARK,          /* sandbox, from µs (NULL: everything) -> queue a re-rating */
 	Q_USAGE,         /* account, from µs, to µs -> per sandbox and plan sums */
 	Q_DATA_AS_OF,    /* account -> oldest pending mark of its sandboxes, or now (µs) */

