@@ -377,11 +377,17 @@ enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **w
 		h->mem_limit = out.mem_limit;
 		h->cpu_limit_millicores = out.cpu_limit_millicores;
 		h->limit_age = CG_LIMIT_EVERY;
+		/* young and a limit still missing: look again at the next reading */
+		if (h->readings < CG_LIMIT_EVERY &&
+		    (out.mem_limit == CG_ABSENT || out.cpu_limit_millicores == CG_ABSENT))
+			h->limit_age = 1;
 	} else {
 		out.mem_limit = h->mem_limit;
 		out.cpu_limit_millicores = h->cpu_limit_millicores;
 	}
 	h->limit_age--;
+	if (h->readings < CG_LIMIT_EVERY)
+		h->readings++;
 	*r = out;
 	return CG_OK;
 }

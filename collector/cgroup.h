@@ -56,7 +56,11 @@ enum cg_file {
 /*
  * Limits change seldom, so they are re-read every CG_LIMIT_EVERY readings
  * (and at the first); in between the last values are reported. That keeps a
- * round at four reads per sandbox instead of six or seven.
+ * round at four reads per sandbox instead of six or seven. Over a young
+ * sandbox's first CG_LIMIT_EVERY readings a limit not there yet is looked for
+ * at every one: a platform writes the limits just after it makes the cgroup,
+ * which the collector may find in between, and a sandbox is registered from
+ * them (and counts as running) at its first sample that has them.
  */
 #define CG_LIMIT_EVERY 10
 
@@ -69,6 +73,7 @@ struct cg_handle {
 	int refused_errno;
 	int64_t inode; /* of the folder in the primary hierarchy: the incarnation */
 	int limit_age; /* readings until the limits are read again; 0: now */
+	int readings;  /* taken so far, up to CG_LIMIT_EVERY */
 	int64_t mem_limit, cpu_limit_millicores; /* the last limits read */
 };
 

@@ -117,6 +117,31 @@ static void v2_tree_gives_every_figure(void **state)
 	cg_close(&h);
 }
 
+/*
+ * A limit a platform writes just after it made the cgroup is seen at the next
+ * reading while the sandbox is young; after that, limits are re-read every
+ * CG_LIMIT_EVERY readings.
+ */
+static void a_young_sandboxs_missing_limit_is_looked_for_at_every_reading(void **state)
+{
+	(void)state;
+	struct cg_reading r;
+	struct cg_handle h;
+	read_sandbox("v2", FAKE_V2, &r, &h); /* its first reading: memory.max is "max" */
+	assert_int_equal(r.mem_limit, CG_ABSENT);
+	assert_true(fakecg_write(root, "", "sandboxes/acme/sb-1", "memory.max", "1073741824\n"));
+	assert_int_equal(cg_read(&h, &r, NULL), CG_OK);
+	assert_int_equal(r.mem_limit, INT64_C(1073741824)); /* at once, not 10 readings later */
+	/* once it has both, a change waits for the next re-read */
+	assert_true(fakecg_write(root, "", "sandboxes/acme/sb-1", "memory.max", "2147483648\n"));
+	int k = 0;
+	for (; k < CG_LIMIT_EVERY + 1 && r.mem_limit == INT64_C(1073741824); k++)
+		assert_int_equal(cg_read(&h, &r, NULL), CG_OK);
+	assert_int_equal(r.mem_limit, INT64_C(2147483648));
+	assert_true(k > 1);
+	cg_close(&h);
+}
+
 /* cgroup.events is read by path: a folder made again under the name is not ours. */
 static void cgroup_events_of_a_new_incarnation_are_not_read_as_ours(void **state)
 {
@@ -332,6 +357,8 @@ int main(void)
 	        cmocka_unit_test(keyed_files_give_only_whole_keys),
 	        cmocka_unit_test(single_numbers_limits_and_quotas),
 	        cmocka_unit_test_teardown(v2_tree_gives_every_figure, teardown),
+	        cmocka_unit_test_teardown(
+	                a_young_sandboxs_missing_limit_is_looked_for_at_every_reading, teardown),
 	        cmocka_unit_test_teardown(cgroup_events_of_a_new_incarnation_are_not_read_as_ours,
 	                                  teardown),
 	        cmocka_unit_test_teardown(v1_tree_converts_nanoseconds_and_cfs_quota, teardown),
