@@ -134,6 +134,7 @@ struct inc {
 	struct meter_sample window, end; /* where it stood at the window's start, at its end */
 	int64_t ck_last, ck_cpu;         /* the same up to the read's start, as read (no started_at
 	                                  * raise): the checkpoint; METER_TIME_NONE when none */
+	int64_t ended; /* the collector's end of it (incarnation_ends), METER_TIME_NONE: none */
 };
 
 enum fate {
@@ -162,10 +163,8 @@ struct job {
 	struct bucket *b;
 	size_t nb, capb;
 	/* The trial's crossing hour (trial_hour_rate): upto is the hour's end, the intervals
-	 * ending in (window, upto] are kept in iv instead of summed; later: the sandbox has
-	 * samples after upto (its stop, if any, then follows a later sample). */
-	int64_t upto; /* METER_TIME_NONE: a rating of the mark, not of an hour */
-	bool later;
+	 * ending in (window, upto] are kept in iv instead of summed. */
+	int64_t upto;               /* METER_TIME_NONE: a rating of the mark, not of an hour */
 	int64_t ahead, ahead_first; /* samples stamped over an hour ahead of now, the first */
 	struct hour_iv *iv;
 	size_t niv, capiv;
@@ -462,10 +461,12 @@ static const char load_sql[] =
  *     the sandbox's checkpoint (rollup_checkpoints, migrations/0011): then
  *     only the samples after the checkpoint are read, not the whole life;
  *   - kind 1: its samples after the read's start.
- * For the trial's crossing hour ($6, NULL for a mark's rating), only samples
- * up to the hour's end are read, and kind 2 says whether any comes after it.
- * Samples stamped more than an hour ahead of now are never read; kind 3
- * counts them (the sandbox is rated without them and its mark set aside).
+ * Kind 0 also carries the incarnation's end seen by the collector
+ * (incarnation_ends). For the trial's crossing hour ($6, NULL for a mark's
+ * rating), only samples up to the hour's end are read (read_after adds the
+ * first one after it). Samples stamped more than an hour ahead of now are
+ * never read; kind 3 counts them (the sandbox is rated without them and its
+ * mark set aside).
  * $3, the lowest start, goes as a timestamptz constant, so the planner prunes
  * the partitions before it (a computed time alone would make it plan for
  * every partition). Both parts are LATERAL: one index scan per sandbox,
@@ -482,7 +483,9 @@ static const char read_sql[] =
 	"  FROM j LEFT JOIN LATERAL (SELECT max(upto) upto FROM rollup_checkpoints "
 	"    WHERE sandbox_id = j.id) c ON true) "
 	"SELECT 0, jc.k, x.incarnation, " US("min(x.f)") ", " US("max(x.tw)") ", max(x.cw), "
-	"  " US("max(x.ta)") ", max(x.ca) "
+	"  " US("max(x.ta)") ", max(x.ca), (SELECT " US("e.ended_at") " FROM incarnation_ends e "
+	"    WHERE e.sandbox_id = jc.id AND e.incarnation = x.incarnation "
+	"    AND e.ended_at <= " AHEAD ") "
 	"FROM jc CROSS JOIN LATERAL ("
 	"  SELECT incarnation, min(ts) f, "
 	"    max(ts) FILTER (WHERE ts > $4::timestamptz AND ts <= " TS("jc.w") ") tw, "
@@ -497,19 +500,29 @@ static const char read_sql[] =
 	"  UNION ALL "
 	"  SELECT incarnation, first_ts, last_ts, max_cpu_usage_us, last_ts, max_cpu_usage_us "
 	"  FROM rollup_checkpoints WHERE sandbox_id = jc.id AND jc.lo > '-infinity') x "
-	"GROUP BY jc.k, x.incarnation "
+	"GROUP BY jc.k, jc.id, x.incarnation "
 	"UNION ALL "
-	"SELECT 1, j.k, s.incarnation, " US("s.ts") ", s.cpu_usage_us, NULL, NULL, NULL "
+	"SELECT 1, j.k, s.incarnation, " US("s.ts") ", s.cpu_usage_us, NULL, NULL, NULL, NULL "
 	"FROM j CROSS JOIN LATERAL (SELECT incarnation, ts, cpu_usage_us FROM samples "
 	"  WHERE sandbox_id = j.id AND ts > " TS("j.w") " AND ts > $3::timestamptz "
 	"  AND ts <= least(coalesce(" TS("j.u") ", 'infinity'), " AHEAD ")) s "
 	"UNION ALL "
-	"SELECT 2, j.k, EXISTS (SELECT 1 FROM samples WHERE sandbox_id = j.id "
-	"  AND ts > " TS("j.u") ")::int, NULL, NULL, NULL, NULL, NULL FROM j WHERE j.u IS NOT NULL "
-	"UNION ALL "
-	"SELECT 3, j.k, count(*), " US("min(f.ts)") ", NULL, NULL, NULL, NULL "
+	"SELECT 3, j.k, count(*), " US("min(f.ts)") ", NULL, NULL, NULL, NULL, NULL "
 	"FROM j CROSS JOIN LATERAL (SELECT ts FROM samples WHERE sandbox_id = j.id "
 	"  AND ts > " AHEAD ") f GROUP BY j.k";
+
+/*
+ * The trial's crossing hour: the first sample after the hour's end ($3) of
+ * each incarnation ($1 sandbox, $2 incarnation, $4 its job's rank), so an
+ * interval that passes the hour's end and its incarnation's end inside the
+ * hour is clipped as a whole history clips it (rule 3). One probe of the
+ * samples' key each.
+ */
+static const char after_sql[] =
+	"SELECT v.k, v.i, " US("n.ts") ", n.cpu_usage_us "
+	"FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) v(id, i, u, k) "
+	"CROSS JOIN LATERAL (SELECT ts, cpu_usage_us FROM samples WHERE sandbox_id = v.id "
+	"  AND incarnation = v.i AND ts > " TS("v.u") " AND ts <= " AHEAD " ORDER BY ts LIMIT 1) n";
 
 /*
  * The checkpoints of the rated sandboxes ($1), replaced: one row per
@@ -790,10 +803,6 @@ static bool read_samples(PGconn *c, struct job *jobs, size_t n, char *err, size_
 				goto out;
 			}
 			struct job *j = &jobs[at[k - 1]];
-			if (kind == 2) { /* samples after the crossing hour */
-				j->later = inc != 0;
-				continue;
-			}
 			if (kind == 3) { /* samples stamped ahead of now */
 				j->ahead = inc;
 				if (!get_int(r, row, 3, &j->ahead_first))
@@ -812,6 +821,7 @@ static bool read_samples(PGconn *c, struct job *jobs, size_t n, char *err, size_
 				x->inc = inc;
 				x->ck_last = x->ck_cpu = METER_TIME_NONE;
 				good = get_int(r, row, 3, &x->first) &&
+				       get_int(r, row, 8, &x->ended) &&
 				       get_seed(r, row, 4, j, inc, &x->at_window, &x->window) &&
 				       get_seed(r, row, 6, j, inc, &x->at_end, &x->end) &&
 				       (PQgetisnull(r, row, 4) ||
@@ -849,6 +859,71 @@ out:
 	return ok;
 }
 
+/*
+ * For the trial's crossing hour (jobs with upto): adds to each job the first
+ * sample after the hour of each of its incarnations (after_sql).
+ */
+static bool read_after(PGconn *c, struct job *jobs, size_t n, char *err, size_t errlen)
+{
+	struct arr a[4] = {{0}};
+	size_t *at = calloc(n + 1, sizeof *at), m = 0;
+	PGresult *r = NULL;
+	bool ok = false;
+	if (at == NULL)
+		goto oom;
+	for (size_t i = 0; i < n; i++) {
+		if (jobs[i].fate != RATE || jobs[i].upto == METER_TIME_NONE)
+			continue;
+		at[m++] = i;
+		for (size_t k = 0; k < jobs[i].ninc; k++) {
+			arr_str(&a[0], jobs[i].sandbox);
+			arr_int(&a[1], jobs[i].incs[k].inc);
+			arr_int(&a[2], jobs[i].upto);
+			arr_int(&a[3], (int64_t)m);
+		}
+	}
+	const char *p[4];
+	for (int k = 0; k < 4; k++)
+		if ((p[k] = arr_end(&a[k])) == NULL)
+			goto oom;
+	if (a[0].n == 0) {
+		ok = true;
+		goto out;
+	}
+	r = rq(c, after_sql, 4, p, PGRES_TUPLES_OK, "could not read samples after the hour", err,
+	       errlen);
+	if (r == NULL)
+		goto out;
+	for (int row = 0; row < PQntuples(r); row++) {
+		int64_t k;
+		struct smp x = {0};
+		if (!get_int(r, row, 0, &k) || k < 1 || (size_t)k > m ||
+		    !get_int(r, row, 1, &x.inc) || !get_int(r, row, 2, &x.t) ||
+		    !get_int(r, row, 3, &x.cpu) || x.t == METER_TIME_NONE ||
+		    x.cpu == METER_TIME_NONE) {
+			snprintf(err, errlen,
+			         "could not read samples after the hour: a row out of place");
+			goto out;
+		}
+		struct job *j = &jobs[at[k - 1]];
+		struct smp *ns = realloc(j->s, (j->n + 2) * sizeof *ns);
+		if (ns == NULL)
+			goto oom;
+		j->s = ns;
+		j->s[j->n++] = x;
+	}
+	ok = true;
+	goto out;
+oom:
+	snprintf(err, errlen, "could not read samples after the hour: out of memory");
+out:
+	PQclear(r);
+	for (int k = 0; k < 4; k++)
+		arr_free(&a[k]);
+	free(at);
+	return ok;
+}
+
 /* Rates one span with the plan in force at its end into j->b (none: unpriced, plan 0). */
 static enum meter_status rate_span(struct job *j, const struct meter_span *sp)
 {
@@ -878,12 +953,24 @@ static void log_unpriced(const struct job *j)
 	         j->sandbox, j->account, (long long)n, a, b);
 }
 
+/* Rates one span of an incarnation that ends at end_us, clipped there (rule 3). */
+static enum meter_status rate_clipped(struct job *j, const struct meter_span *sp, int64_t end_us)
+{
+	struct meter_span part[2];
+	size_t k = meter_span_clip(sp, end_us, part);
+	enum meter_status st = METER_OK;
+	for (size_t i = 0; i < k && st == METER_OK; i++)
+		st = rate_span(j, &part[i]);
+	return st;
+}
+
 /*
  * Rates the window of one sandbox into j->b, as meter_rate_sandbox would
  * rate all its samples: incarnations in the order they first appear in the
  * sandbox's whole history, each seeded with where it stood before the
- * window, then the stop after the last sample of the last incarnation.
- * False (the job parked with the reason) when a rule refuses it.
+ * window and ended where meter_incarnation_end says (its last sample
+ * before the window stands in for one with none in it). False (the job
+ * parked with the reason) when a rule refuses it.
  */
 static bool rate(struct job *j)
 {
@@ -906,36 +993,42 @@ static bool rate(struct job *j)
 	struct meter_series ser;
 	struct meter_span sp;
 	meter_series_init(&ser);
-	for (size_t i = 0; i < n; i++) {
-		if (i == 0 || s[i].inc != s[i - 1].inc) {
-			const struct inc *x = &j->incs[s[i].order];
+	if (ninc == 0) { /* stopped before any sample: [started_at, stop] */
+		st = meter_series_close(&ser, j->started, j->stopped, &sp);
+		if (st == METER_OK && (st = rate_span(j, &sp)) != METER_OK)
+			goto rule;
+	}
+	for (size_t k = 0, i = 0; k < ninc; k++) {
+		const struct inc *x = &j->incs[k];
+		int64_t end = meter_incarnation_end(
+		        j->started, j->stopped, x->first,
+		        k + 1 < ninc ? j->incs[k + 1].first : METER_TIME_NONE, x->ended);
+		if (i < n && s[i].order == k) {
 			if (x->at_window)
 				meter_series_resume(&ser, &x->window);
-			else if (s[i].order > 0)
+			else if (k > 0)
 				meter_series_after_other(&ser);
 			else
 				meter_series_init(&ser); /* the sandbox's first incarnation opens */
-		}
-		struct meter_sample m = {
-		        .incarnation = s[i].inc, .t_us = s[i].t, .cpu_us = s[i].cpu};
-		st = meter_series_next(&ser, &m, j->started, &sp);
-		if (st == METER_SKIP)
+		} else if (x->at_end) {
+			meter_series_resume(&ser, &x->end); /* nothing of it in the window */
+		} else {
 			continue;
-		if (st != METER_OK || (st = rate_span(j, &sp)) != METER_OK)
+		}
+		for (; i < n && s[i].order == k; i++) {
+			struct meter_sample m = {
+			        .incarnation = s[i].inc, .t_us = s[i].t, .cpu_us = s[i].cpu};
+			st = meter_series_next(&ser, &m, j->started, &sp);
+			if (st == METER_SKIP)
+				continue;
+			if (st != METER_OK || (st = rate_clipped(j, &sp, end)) != METER_OK)
+				goto rule;
+		}
+		/* an end after its last sample: one more interval, with no CPU */
+		st = meter_series_close(&ser, j->started, end, &sp);
+		if (st == METER_OK && (st = rate_span(j, &sp)) != METER_OK)
 			goto rule;
 	}
-	/* The stop follows the last sample of the last incarnation, wherever that is. With
-	 * samples after the crossing hour unread, a stop inside the hour would follow one of
-	 * them (no interval); a stop after it ends outside the hour anyway. An incarnation
-	 * begun earlier sending samples past the hour while a later one ended inside it
-	 * before the stop is the one case this reads as no stop interval where the whole
-	 * history has one: two cgroups of one id at once, each past the platform's stop. */
-	if (ninc > 0 && (n == 0 || s[n - 1].inc != j->incs[ninc - 1].inc) &&
-	    j->incs[ninc - 1].at_end)
-		meter_series_resume(&ser, &j->incs[ninc - 1].end);
-	st = j->later ? METER_SKIP : meter_series_close(&ser, j->started, j->stopped, &sp);
-	if (st == METER_OK && (st = rate_span(j, &sp)) != METER_OK)
-		goto rule;
 	/* An hour of one sandbox is stored in 64 bits (usage_hourly): 256 vCPUs and 1 TiB
 	 * use a thousandth of that; more is a counter out of all reason. */
 	for (size_t i = 0; i < j->nb; i++) {
@@ -1185,7 +1278,8 @@ static bool trial_hour_rate(PGconn *c, const char *account, int64_t hour, int64_
 				j->from =
 				        horizon != METER_TIME_NONE ? horizon : 0; /* as windows() */
 		}
-		if (!read_samples(c, chunk, m, err, errlen))
+		if (!read_samples(c, chunk, m, err, errlen) ||
+		    !read_after(c, chunk, m, err, errlen))
 			goto out;
 		for (size_t i = 0; i < m; i++) {
 			struct job *j = &chunk[i];

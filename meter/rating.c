@@ -185,33 +185,109 @@ static enum meter_status rate_span(const struct meter_plan *plans, size_t nplans
 	return st ? st : emit(ctx, &iv, plan);
 }
 
+static int64_t at_least(int64_t t, int64_t floor_us)
+{
+	if (t == METER_TIME_NONE || floor_us == METER_TIME_NONE)
+		return t;
+	return t < floor_us ? floor_us : t;
+}
+
+int64_t meter_incarnation_end(int64_t started_at_us, int64_t stop_us, int64_t begin_us,
+                              int64_t next_begin_us, int64_t collector_end_us)
+{
+	int64_t stop = at_least(stop_us, started_at_us), begin = at_least(begin_us, started_at_us),
+	        next = at_least(next_begin_us, started_at_us),
+	        end = at_least(collector_end_us, started_at_us);
+	bool applies = stop != METER_TIME_NONE && begin != METER_TIME_NONE && begin <= stop &&
+	               (next == METER_TIME_NONE || next > stop);
+	if (applies && (end == METER_TIME_NONE || stop < end))
+		return stop;
+	return end;
+}
+
+size_t meter_span_clip(const struct meter_span *sp, int64_t end_us, struct meter_span out[2])
+{
+	if (end_us == METER_TIME_NONE || sp->end_us <= end_us) {
+		out[0] = *sp;
+		return 1;
+	}
+	int64_t share = 0;
+	size_t n = 0;
+	if (sp->start_us < end_us) {
+		/* cpu x (end - start) / (span's length), half up: both factors fit in 64 bits */
+		meter_i128 num = (meter_i128)sp->cpu_us * ((meter_i128)end_us - sp->start_us);
+		meter_i128 den = (meter_i128)sp->end_us - sp->start_us;
+		share = (int64_t)((2 * num + den) / (2 * den));
+		out[n++] = (struct meter_span){
+		        .start_us = sp->start_us, .end_us = end_us, .cpu_us = share};
+	}
+	if (sp->cpu_us - share > 0)
+		out[n++] = (struct meter_span){
+		        .start_us = sp->end_us, .end_us = sp->end_us, .cpu_us = sp->cpu_us - share};
+	return n;
+}
+
+/* Rates a span clipped at its incarnation's end, part by part. */
+static enum meter_status rate_clipped(const struct meter_plan *plans, size_t nplans,
+                                      const struct meter_size *size, const struct meter_span *sp,
+                                      int64_t end_us, meter_emit_fn emit, void *ctx)
+{
+	struct meter_span part[2];
+	size_t k = meter_span_clip(sp, end_us, part);
+	enum meter_status st = METER_OK;
+	for (size_t i = 0; i < k && st == METER_OK; i++)
+		st = rate_span(plans, nplans, size, &part[i], emit, ctx);
+	return st;
+}
+
 enum meter_status meter_rate_sandbox(const struct meter_plan *plans, size_t nplans,
                                      const struct meter_size *size, int64_t started_at_us,
-                                     int64_t stopped_at_us, const struct meter_sample *samples,
-                                     size_t n, meter_emit_fn emit, void *ctx)
+                                     int64_t stop_us, const struct meter_end *ends, size_t nends,
+                                     const struct meter_sample *samples, size_t n,
+                                     meter_emit_fn emit, void *ctx)
 {
 	struct meter_series s;
 	struct meter_span sp;
 	enum meter_status st;
 	meter_series_init(&s);
-	for (size_t i = 0; i < n; i++) {
+	if (n == 0) { /* stopped before any sample: [started_at, stop] */
+		st = meter_series_close(&s, started_at_us, stop_us, &sp);
+		return st == METER_SKIP ? METER_OK
+		       : st             ? st
+		                        : rate_span(plans, nplans, size, &sp, emit, ctx);
+	}
+	for (size_t i = 0; i < n;) {
+		/* one incarnation's run: [i, k) */
+		size_t k = i + 1;
+		while (k < n && samples[k].incarnation == samples[i].incarnation)
+			k++;
 		/* An incarnation that began a run of its own must not come back. */
-		if (i > 0 && samples[i].incarnation != samples[i - 1].incarnation)
-			for (size_t j = 0; j < i; j++)
-				if (samples[j].incarnation == samples[i].incarnation)
-					return METER_EORDER;
-		st = meter_series_next(&s, &samples[i], started_at_us, &sp);
-		if (st == METER_SKIP)
-			continue;
-		if (st || (st = rate_span(plans, nplans, size, &sp, emit, ctx)))
+		for (size_t j = 0; j < i; j++)
+			if (samples[j].incarnation == samples[i].incarnation)
+				return METER_EORDER;
+		int64_t collector_end = METER_TIME_NONE;
+		for (size_t e = 0; e < nends; e++)
+			if (ends[e].incarnation == samples[i].incarnation &&
+			    (collector_end == METER_TIME_NONE || ends[e].t_us < collector_end))
+				collector_end = ends[e].t_us;
+		int64_t end = meter_incarnation_end(started_at_us, stop_us, samples[i].t_us,
+		                                    k < n ? samples[k].t_us : METER_TIME_NONE,
+		                                    collector_end);
+		for (; i < k; i++) {
+			st = meter_series_next(&s, &samples[i], started_at_us, &sp);
+			if (st == METER_SKIP)
+				continue;
+			if (st || (st = rate_clipped(plans, nplans, size, &sp, end, emit, ctx)) !=
+			                  METER_OK)
+				return st;
+		}
+		st = meter_series_close(&s, started_at_us, end, &sp);
+		if (st == METER_OK)
+			st = rate_span(plans, nplans, size, &sp, emit, ctx);
+		if (st != METER_OK && st != METER_SKIP)
 			return st;
 	}
-	st = meter_series_close(&s, started_at_us, stopped_at_us, &sp);
-	if (st == METER_SKIP)
-		return METER_OK;
-	if (st)
-		return st;
-	return rate_span(plans, nplans, size, &sp, emit, ctx);
+	return METER_OK;
 }
 
 int64_t meter_hour_of(int64_t end_us)

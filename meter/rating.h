@@ -16,7 +16,9 @@
  *     collector whose clock was behind): it adds no CPU, and every
  *     microsecond is counted once, when the counter first passes it;
  *   - a sample stamped before started_at counts as taken at started_at;
- *   - a stop after the last sample adds [last t, stopped_at] with no CPU.
+ *   - each incarnation's billing ends at its end (meter_incarnation_end):
+ *     an end after its last sample adds [last t, end] with no CPU, and a
+ *     span past the end loses its wall time (meter_span_clip).
  * Billed CPU of an interval of length dt > 0 is the measured CPU clamped to
  * [floor x vCPUs x dt, vCPUs x dt], both bounds rounded half up to the µs;
  * with dt = 0 it is the measured CPU. The interval is busy when its CPU is
@@ -106,6 +108,28 @@ enum meter_status meter_series_close(const struct meter_series *s, int64_t start
                                      int64_t stopped_at_us, struct meter_span *out);
 
 /*
+ * Rule 3: where the billing of one incarnation ends, METER_TIME_NONE while it
+ * runs. The platform's stop (stop_us) applies to the newest incarnation begun
+ * at or before it: begin_us is the incarnation's first sample, next_begin_us
+ * the next incarnation's (METER_TIME_NONE: none); one begun after the stop
+ * runs again. The end is the earlier of that stop and the collector's end of
+ * the incarnation (collector_end_us). Every time counts at started_at at the
+ * earliest, as samples do.
+ */
+int64_t meter_incarnation_end(int64_t started_at_us, int64_t stop_us, int64_t begin_us,
+                              int64_t next_begin_us, int64_t collector_end_us);
+
+/*
+ * Clips a span at its incarnation's end (rule 3) into out, returning how many
+ * parts it has (0, 1 or 2). Up to the end it keeps its wall time, with a share
+ * of the CPU in proportion to the time (rounded half up to the µs); after the
+ * end it has none: what is left of the CPU is a zero-length span at the
+ * span's own end, billed as measured, and a part with neither time nor CPU is
+ * dropped. end_us METER_TIME_NONE: the span as it is.
+ */
+size_t meter_span_clip(const struct meter_span *sp, int64_t end_us, struct meter_span out[2]);
+
+/*
  * Exact sums of rated intervals, 128-bit: one sandbox of 1 TiB for a month
  * is 2.7e18 milli-GiB x µs, and 10,000 of them in one account's month pass
  * 64 bits nearly 3,000 times over (2.7e22); 128 bits hold 6e15 such months.
@@ -154,16 +178,25 @@ enum meter_status meter_span_rate(const struct meter_plan *plans, size_t nplans,
 typedef enum meter_status (*meter_emit_fn)(void *ctx, const struct meter_interval *iv,
                                            const struct meter_plan *plan);
 
+/* The collector's end of one incarnation (rule 9): its earliest sample marked ended. */
+struct meter_end {
+	int64_t incarnation, t_us;
+};
+
 /*
  * Rates all of one sandbox: its samples in the order meter_series_next wants,
- * then the stop. Calls emit for each interval, with plan NULL for an unpriced
- * one (meter_span_rate); stops at the first error (emit's own, or a rule's).
- * An incarnation that comes back after another began is METER_EORDER.
+ * each incarnation ended by meter_incarnation_end (stop_us is the platform's
+ * stop, ends the collector's, nends of them). Calls emit for each interval in
+ * order (an incarnation's samples, then its end's interval), with plan NULL
+ * for an unpriced one (meter_span_rate); stops at the first error (emit's
+ * own, or a rule's). An incarnation that comes back after another began is
+ * METER_EORDER.
  */
 enum meter_status meter_rate_sandbox(const struct meter_plan *plans, size_t nplans,
                                      const struct meter_size *size, int64_t started_at_us,
-                                     int64_t stopped_at_us, const struct meter_sample *samples,
-                                     size_t n, meter_emit_fn emit, void *ctx);
+                                     int64_t stop_us, const struct meter_end *ends, size_t nends,
+                                     const struct meter_sample *samples, size_t n,
+                                     meter_emit_fn emit, void *ctx);
 
 /* The hour an interval ending at end_us belongs to: its start, in µs. */
 int64_t meter_hour_of(int64_t end_us);

@@ -664,8 +664,7 @@ static void reference_input(struct fx *f, struct ref_input *in)
 	PQclear(r);
 	r = rows(c, "SELECT id, (vcpus * 1000)::bigint, (memory_gib * 1000)::bigint, "
 	            "(extract(epoch FROM started_at) * 1e6)::bigint, "
-	            /* billing ends at the platform's stop: clipping it at the collector's end
-	             * (rule 3) is not built yet */
+	            /* the platform's stop; the collector's ends are on the samples */
 	            "(extract(epoch FROM platform_stopped_at) * 1e6)::bigint FROM sandboxes "
 	            "WHERE account_id = 'e2e' ORDER BY id");
 	for (int i = 0; i < PQntuples(r) && i < REF_SANDBOXES; i++) {
@@ -678,17 +677,20 @@ static void reference_input(struct fx *f, struct ref_input *in)
 	}
 	PQclear(r);
 	r = rows(c, "SELECT s.sandbox_id, s.incarnation, (extract(epoch FROM s.ts) * 1e6)::bigint, "
-	            "s.cpu_usage_us FROM samples s JOIN sandboxes b ON b.id = s.sandbox_id "
+	            "s.cpu_usage_us, coalesce(s.ended, false) FROM samples s "
+	            "JOIN sandboxes b ON b.id = s.sandbox_id "
 	            "WHERE b.account_id = 'e2e' ORDER BY s.received_at, s.ts");
 	for (int i = 0; i < PQntuples(r) && in->nsamples < REF_SAMPLES; i++) {
 		int sb = 0;
 		while (sb < in->nsandboxes &&
 		       strcmp(in->sandboxes[sb].id, PQgetvalue(r, i, 0)) != 0)
 			sb++;
-		in->samples[in->nsamples++] = (struct ref_sample){.sandbox = sb,
-		                                                  .incarnation = num_at(r, i, 1),
-		                                                  .ts_us = num_at(r, i, 2),
-		                                                  .cpu_us = num_at(r, i, 3)};
+		in->samples[in->nsamples++] =
+		        (struct ref_sample){.sandbox = sb,
+		                            .incarnation = num_at(r, i, 1),
+		                            .ts_us = num_at(r, i, 2),
+		                            .cpu_us = num_at(r, i, 3),
+		                            .ended = PQgetvalue(r, i, 4)[0] == 't'};
 	}
 	if (PQntuples(r) > REF_SAMPLES)
 		fail_msg("more samples than the reference holds");
@@ -901,10 +903,14 @@ static cJSON *quota_when_running(struct fx *f, int n)
  * a few seconds the quota check counts none running and a third sandbox is
  * admitted. The same id made again is a new incarnation that runs again.
  */
-static void the_ends_the_collector_sees_free_the_account_for_more(void **state)
+/*
+ * Our own cluster, migrated; the API with an admin key; a paid account q of at
+ * most max sandboxes at once; the collector's files and its pattern, whose
+ * path names the account: holder/q/<sandbox>, both folders made.
+ */
+static void bring_up_q(struct fx *f, int max)
 {
-	struct fx *f = *state;
-	char err[512], rel[3][128];
+	char err[512], rel[128], body[64];
 	if (!layout_find("/sys/fs/cgroup", "auto", NULL, &f->l, err, sizeof err))
 		fail_msg("this machine's cgroups cannot be found: %s", err);
 	snprintf(f->pgdir, sizeof f->pgdir, "%s/pg", f->tmp);
@@ -919,15 +925,24 @@ static void the_ends_the_collector_sees_free_the_account_for_more(void **state)
 		fail_msg("meter-api did not start");
 	cJSON_Delete(api_json(f, "POST", "/v1/accounts",
 	                      "{\"id\": \"q\", \"name\": \"Quota\", \"plan\": \"paid\"}", 201));
-	cJSON_Delete(api_json(f, "PATCH", "/v1/accounts/q", "{\"max_concurrent\": 2}", 200));
+	snprintf(body, sizeof body, "{\"max_concurrent\": %d}", max);
+	cJSON_Delete(api_json(f, "PATCH", "/v1/accounts/q", body, 200));
 	snprintf(f->spool, sizeof f->spool, "%s/collector.spool", f->tmp);
 	snprintf(f->log, sizeof f->log, "%s/collector.log", f->tmp);
 	snprintf(f->holder, sizeof f->holder, "meter-q-%d", (int)getpid());
 	snprintf(f->pattern, sizeof f->pattern, "%s/(?<account>[^/]+)/(?<sandbox>[^/]+)",
 	         f->holder);
 	mkcg_limited(f, f->holder);
+	snprintf(rel, sizeof rel, "%s/q", f->holder);
+	mkcg_limited(f, rel);
+}
+
+static void the_ends_the_collector_sees_free_the_account_for_more(void **state)
+{
+	struct fx *f = *state;
+	char rel[3][128];
+	bring_up_q(f, 2);
 	snprintf(rel[0], sizeof rel[0], "%s/q", f->holder);
-	mkcg_limited(f, rel[0]);
 	start_collector(f);
 	for (int i = 0; i < 2; i++) {
 		snprintf(rel[i + 1], sizeof rel[i + 1], "%s/q/sb-q%d", f->holder, i + 1);
@@ -986,6 +1001,96 @@ static void the_ends_the_collector_sees_free_the_account_for_more(void **state)
 	waitpid(f->kid[0], NULL, 0);
 	f->kid[0] = 0;
 	assert_int_equal(stop_collector(f, SIGTERM), 0);
+}
+
+/* One number from the test's own cluster, or the test fails. */
+static int64_t sql_num(struct fx *f, const char *sql)
+{
+	char err[512];
+	PGconn *c = db_connect(f->url, err, sizeof err);
+	if (c == NULL)
+		fail_msg("%s", err);
+	PGresult *r = rows(c, sql);
+	int64_t v = PQntuples(r) == 1 ? num_at(r, 0, 0) : REF_NONE;
+	PQclear(r);
+	PQfinish(c);
+	if (v == REF_NONE)
+		fail_msg("%s: no value", sql);
+	return v;
+}
+
+/*
+ * Rule 3 on real cgroups: the platform stops a sandbox while it still burns
+ * CPU; its process exits after, and its cgroup lingers empty for seconds,
+ * sampled all the while, before it is removed. Wall time and memory are
+ * billed up to the platform's stop to the microsecond; every microsecond of
+ * CPU the kernel counted is billed, the part after the stop as measured.
+ */
+static void a_cgroup_lingering_after_the_stop_is_billed_to_the_stop(void **state)
+{
+	struct fx *f = *state;
+	char rel[128];
+	bring_up_q(f, 10);
+	cJSON_Delete(api_json(f, "POST", "/v1/sandboxes",
+	                      "{\"id\": \"sb-l\", \"account_id\": \"q\", \"vcpus\": 1, "
+	                      "\"memory_gib\": 1}",
+	                      201));
+	snprintf(rel, sizeof rel, "%s/q/sb-l", f->holder);
+	mkcg_limited(f, rel);
+	start_collector(f);
+	f->kid[0] = fork();
+	if (f->kid[0] == 0) {
+		join(f, rel);
+		spin_us(1500000);
+		_exit(0);
+	}
+	/* stopped once the collector has seen it run, and while it burns on */
+	for (int t = 0; t < 100 && sql_num(f, "SELECT count(*) FROM samples WHERE sandbox_id = "
+	                                      "'sb-l' AND cpu_usage_us > 0") == 0;
+	     t++)
+		sleep_ms(100);
+	sleep_ms(300);
+	cJSON_Delete(api_json(f, "POST", "/v1/sandboxes/sb-l/stop", "{}", 200));
+	waitpid(f->kid[0], NULL, 0);
+	f->kid[0] = 0;
+	sleep_ms(2500); /* empty, left in place: the collector samples it on */
+	int64_t kernel = kernel_cpu(f, rel);
+	rmcg(f, rel);
+	sleep_ms(1200);
+	stop_cleanly(f);
+	wait_rollups(f);
+
+	int64_t stop_wall =
+	        sql_num(f, "SELECT (extract(epoch FROM platform_stopped_at - "
+	                   "started_at) * 1e6)::bigint FROM sandboxes WHERE id = 'sb-l'");
+	int64_t wall =
+	        sql_num(f, "SELECT sum(wall_us) FROM usage_hourly WHERE sandbox_id = 'sb-l'");
+	int64_t mem = sql_num(
+	        f, "SELECT sum(memory_mgib_us) FROM usage_hourly WHERE sandbox_id = 'sb-l'");
+	int64_t measured = sql_num(
+	        f, "SELECT sum(cpu_measured_us) FROM usage_hourly WHERE sandbox_id = 'sb-l'");
+	int64_t lingering = sql_num(f, "SELECT count(*) FROM samples s JOIN sandboxes b ON b.id = "
+	                               "s.sandbox_id WHERE b.id = 'sb-l' "
+	                               "AND s.ts > b.platform_stopped_at");
+	int64_t after = sql_num(f, "SELECT max(s.cpu_usage_us) - (SELECT max(cpu_usage_us) FROM "
+	                           "samples x WHERE x.sandbox_id = 'sb-l' AND x.ts <= "
+	                           "b.platform_stopped_at) FROM samples s JOIN sandboxes b ON "
+	                           "b.id = s.sandbox_id WHERE b.id = 'sb-l' GROUP BY b.id, "
+	                           "b.platform_stopped_at");
+	printf("  sb-l: stopped after %" PRId64 " us; billed wall %" PRId64 " us; %" PRId64
+	       " samples after the stop with %" PRId64 " us of CPU; measured %" PRId64
+	       " us, the kernel %" PRId64 " us\n",
+	       stop_wall, wall, lingering, after, measured, kernel);
+	assert_true(lingering >= 4); /* it did linger, sampled */
+	assert_true(after > 0);      /* and burned CPU after the stop */
+	assert_int_equal(wall, stop_wall);
+	assert_int_equal(mem, 1000 * stop_wall);
+	if (llabs(measured - kernel) * 100 > kernel)
+		fail_msg("measured %" PRId64 " us, the kernel counted %" PRId64 " us", measured,
+		         kernel);
+	cJSON *sb = api_json(f, "GET", "/v1/sandboxes/sb-l", NULL, 200);
+	assert_string_equal(text_of(sb, "ended_by"), "platform");
+	cJSON_Delete(sb);
 }
 
 static void no_fault(void **state)
@@ -1067,6 +1172,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test_setup_teardown(
 	                the_ends_the_collector_sees_free_the_account_for_more, setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                a_cgroup_lingering_after_the_stop_is_billed_to_the_stop, setup, teardown),
 	        cmocka_unit_test_setup_teardown(no_fault, setup, teardown),
 	        cmocka_unit_test_setup_teardown(postgres_stopped_immediate_and_started, setup,
 	                                        teardown),

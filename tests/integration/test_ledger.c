@@ -121,6 +121,20 @@ static void cli_invoice_total(struct fx *f, const char *account, const char *mon
 
 /* ---- rule 7: no sum overflows at a large customer's scale ---- */
 
+/* An invoice of October 2026: its total shown and exact, over HTTP and from the CLI. */
+static void invoice_total(struct fx *f, const char *account, const char *total, const char *exact)
+{
+	char path[128];
+	snprintf(path, sizeof path, "/v1/accounts/%s/invoices/2026-10", account);
+	cJSON *inv = get(f, path);
+	assert_string_equal(str(inv, "total_exact"), exact);
+	assert_string_equal(str(inv, "total"), total);
+	cJSON_Delete(inv);
+	char both[96];
+	snprintf(both, sizeof both, "%s,%s", total, exact);
+	cli_invoice_total(f, account, "2026-10", both);
+}
+
 /*
  * Ten sandboxes of 256 vCPUs and 1 TiB, all 256 vCPUs busy all of
  * October (744 hours), sampled every hour. By hand:
@@ -521,6 +535,59 @@ static void the_earlier_end_wins_and_a_new_incarnation_runs_again(void **state)
 	cJSON_Delete(post(f, "/v1/sandboxes/nobody/stop", "{}", 404));
 }
 
+/* ---- rule 3: billing ends at the end ---- */
+
+/* A 2 vCPU / 4 GiB sandbox of account linger from 00:00, sampled each minute for two hours,
+ * one vCPU busy the first hour; the sample at 01:00 ends it when ended. */
+static void busy_then_lingering(struct fx *f, const char *id, const char *ended)
+{
+	char q[1024];
+	snprintf(q, sizeof q,
+	         "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) "
+	         "VALUES ('%s', 'linger', 2, 4, '2026-10-05T00:00:00Z')",
+	         id);
+	sql(f, q);
+	snprintf(q, sizeof q,
+	         "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us, ended) "
+	         "SELECT '%s', 7, '2026-10-05T00:00:00Z'::timestamptz + k * interval '1 minute', "
+	         "'h', least(k, 60) * 60000000::bigint, CASE WHEN k = 60 THEN %s::boolean END "
+	         "FROM generate_series(1, 120) k",
+	         id, ended);
+	sql(f, q);
+}
+
+/*
+ * The issue's figure: a 2 vCPU / 4 GiB sandbox stopped after one hour busy on
+ * one vCPU, its empty cgroup sampled for another hour, costs $0.055
+ * (0.025 + 4 x 0.0075), not $0.08625 (the idle hour's $0.03125 more). One
+ * ended by the collector's end at 01:00 costs that from the start; one the
+ * platform stops after its hours were rated (October is final) is re-rated,
+ * and November's invoice takes the idle hour back: -$0.03125.
+ */
+static void a_lingering_cgroup_bills_the_issue_figure(void **state)
+{
+	struct fx *f = *state;
+	sql(f, "INSERT INTO accounts (id, name, plan, trial_grant_seconds) VALUES "
+	       "('linger', 'L', 'paid', 0)");
+	busy_then_lingering(f, "lg-collector", "true");
+	busy_then_lingering(f, "lg-platform", "NULL");
+	wait_rollups(f);
+	cJSON *sb = get(f, "/v1/sandboxes/lg-collector");
+	assert_string_equal(str(sb, "stopped_at"), "2026-10-05T01:00:00Z");
+	assert_string_equal(str(sb, "ended_by"), "collector");
+	cJSON_Delete(sb);
+	invoice_total(f, "linger", "0.14", "0.14125"); /* 0.055 + 0.08625 */
+	cJSON_Delete(post(f, "/v1/sandboxes/lg-platform/stop",
+	                  "{\"stopped_at\": \"2026-10-05T01:00:00Z\"}", 200));
+	wait_rollups(f);
+	assert_int_equal(
+	        num(f, "SELECT sum(wall_us) FROM usage_hourly WHERE account_id = 'linger'"),
+	        2 * INT64_C(3600000000));
+	cJSON *nov = get(f, "/v1/accounts/linger/invoices/2026-11");
+	assert_string_equal(str(nov, "total_exact"), "-0.03125");
+	cJSON_Delete(nov);
+}
+
 /* ---- rule 6: intervals before any price plan ---- */
 
 /*
@@ -586,19 +653,6 @@ static void busy_half_hour(struct fx *f, const char *account, const char *id, in
 	         "  k * %d::bigint * 10000000 FROM generate_series(1, 180) k",
 	         id, start, vcpus);
 	sql(f, q);
-}
-
-static void invoice_total(struct fx *f, const char *account, const char *total, const char *exact)
-{
-	char path[128];
-	snprintf(path, sizeof path, "/v1/accounts/%s/invoices/2026-10", account);
-	cJSON *inv = get(f, path);
-	assert_string_equal(str(inv, "total_exact"), exact);
-	assert_string_equal(str(inv, "total"), total);
-	cJSON_Delete(inv);
-	char both[96];
-	snprintf(both, sizeof both, "%s,%s", total, exact);
-	cli_invoice_total(f, account, "2026-10", both);
 }
 
 /*
@@ -668,6 +722,38 @@ static void the_trials_last_hour_is_split_interval_by_interval(void **state)
 	cJSON_Delete(nov);
 }
 
+/*
+ * The trial's crossing hour re-rated from samples is clipped at the end as the
+ * whole history is (rule 3 with rule 8). 1 vCPU / 1 GiB from 00:00, stopped
+ * by the platform at 00:55; samples 00:10 (600 CPU-s), 00:50 (600), 01:10
+ * (1800): the interval 00:50-01:10 passes both the stop and the hour's end.
+ * Its part to the stop, 300 s, keeps 300 of its 1,200 CPU-s; the other 900
+ * are billed at 01:10 with no time. A grant of 3,100 s covers 00:00-00:10
+ * (600 CPU-s), 00:10-00:50 (the floor, 60) and 100 s of 00:50-00:55 (100 of
+ * its 300 CPU-s). By hand, in nano-dollars:
+ *   CPU     (600 + 60 + 300 + 900) CPU-s x 0.025 / 3600 = 12916667
+ *   memory  3300 GiB-s x 0.0075 / 3600                  =  6875000
+ *   credit  760 CPU-s -> 5277778, 3100 GiB-s -> 6458333   = -11736111
+ *   total                                                  8055556
+ */
+static void the_trials_crossing_hour_is_clipped_at_the_end_too(void **state)
+{
+	struct fx *f = *state;
+	sql(f, "INSERT INTO accounts (id, name, plan, trial_grant_seconds) VALUES "
+	       "('tc', 'T', 'paid', 3100)");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	       "VALUES ('tc-1', 'tc', 1, 1, '2026-10-05T00:00:00Z', '2026-10-05T00:55:00Z')");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('tc-1', 1, '2026-10-05T00:10:00Z', 'h', 600000000), "
+	       "('tc-1', 1, '2026-10-05T00:50:00Z', 'h', 600000000), "
+	       "('tc-1', 1, '2026-10-05T01:10:00Z', 'h', 1800000000)");
+	wait_rollups(f);
+	assert_int_equal(num(f, "SELECT count(*) FROM trial_crossing WHERE account_id = 'tc' "
+	                        "AND exact"),
+	                 1);
+	invoice_total(f, "tc", "0.01", "0.008055556");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -688,6 +774,10 @@ int main(void)
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(
 	                the_earlier_end_wins_and_a_new_incarnation_runs_again, setup, teardown),
+	        cmocka_unit_test_setup_teardown(a_lingering_cgroup_bills_the_issue_figure, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(the_trials_crossing_hour_is_clipped_at_the_end_too,
+	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(the_trials_last_hour_is_split_interval_by_interval,
 	                                        setup, teardown),
 	};

@@ -155,6 +155,10 @@ static void generate(struct scenario *s, uint64_t seed)
 					t += gap;
 				}
 				if (i > 0 && chance(5)) { /* a new cgroup under the same id */
+					/* the collector saw the old one end, or missed it */
+					if (chance(60) && in->nsamples > 0 &&
+					    in->samples[in->nsamples - 1].sandbox == sb)
+						in->samples[in->nsamples - 1].ended = true;
 					inc++;
 					cpu = pick(0, 2) * SEC;
 				} else if (i > 0) {
@@ -181,16 +185,44 @@ static void generate(struct scenario *s, uint64_t seed)
 				}
 				if (ts > max_ts)
 					max_ts = ts;
+				/* rarely, a cgroup that empties and is used again: an end, then
+				 * CPU with no time */
 				in->samples[in->nsamples++] =
 				        (struct ref_sample){.sandbox = sb,
 				                            .incarnation = inc,
 				                            .ts_us = ts,
-				                            .cpu_us = cpu};
+				                            .cpu_us = cpu,
+				                            .ended = i > 0 && chance(2)};
 			}
-			if (chance(50)) {
-				int64_t from = max_ts > x->started_us ? max_ts : x->started_us;
+			int64_t from = max_ts > x->started_us ? max_ts : x->started_us;
+			if (n > 0 && chance(25)) {
+				/* stopped, its cgroup lingering after the stop: samples with no
+				 * CPU (or a little), the last one maybe its removal (rule 3) */
+				x->stopped_us = from + pick(0, 60) * SEC;
+				int64_t lt = x->stopped_us;
+				for (int left = (int)pick(1, 6);
+				     left > 0 && in->nsamples < REF_SAMPLES; left--) {
+					lt += pick(10, 900) * SEC;
+					cpu += chance(70) ? 0 : pick(0, SEC);
+					in->samples[in->nsamples++] = (struct ref_sample){
+					        .sandbox = sb,
+					        .incarnation = inc,
+					        .ts_us = lt,
+					        .cpu_us = cpu,
+					        .ended = left == 1 && chance(40)};
+				}
+			} else if (n > 0 && chance(10)) {
+				/* stopped while its samples go on (a stop the platform dated back)
+				 */
+				x->stopped_us = t0 + pick(0, (max_ts - t0) / SEC) * SEC;
+				if (x->started_us != REF_NONE && x->stopped_us < x->started_us)
+					x->stopped_us = x->started_us;
+			} else if (chance(50)) {
 				x->stopped_us = from + pick(0, 600) * SEC;
 			}
+			if (n > 0 && chance(30) && in->samples[in->nsamples - 1].sandbox == sb)
+				/* its cgroup emptied at its last sample */
+				in->samples[in->nsamples - 1].ended = true;
 			s->late_stop[sb] = s->auto_registered[sb] || chance(40);
 		}
 	}
@@ -302,6 +334,8 @@ static bool write_batches(struct run *r, const struct scenario *s, bool late)
 			        .cpu_limit_millicores = limits ? sb->vcpu_milli : CG_ABSENT};
 			ok = batch_add(&bt, sb->id, limits ? s->in.accounts[sb->account].id : "",
 			               x->incarnation, x->ts_us, "gen-host", &rd);
+			if (x->ended)
+				batch_mark_end(&bt);
 		}
 		long inserted;
 		char err[512];

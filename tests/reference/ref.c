@@ -120,7 +120,31 @@ static void rate(const struct ref_input *in, int sb, int64_t start, int64_t end,
 	out[(*n)++] = v;
 }
 
-/* Every interval of sandbox sb by rules 1 to 4 and 6, in the order of its series. */
+/* Rule 3: a piece of the series, cut at its incarnation's end when it passes it. */
+static void rate_upto(const struct ref_input *in, int sb, int64_t start, int64_t end, int64_t cpu,
+                      int64_t until, struct iv *out, int *n)
+{
+	if (until == REF_NONE || end <= until) {
+		rate(in, sb, start, end, cpu, out, n);
+		return;
+	}
+	/* up to the end: its time, and the CPU in proportion to it */
+	int64_t before = 0;
+	if (start < until) {
+		before = (int64_t)half_up((ref_int)cpu * (until - start), (ref_int)end - start);
+		rate(in, sb, start, until, before, out, n);
+	}
+	/* after it: the CPU alone, as measured, with no time */
+	if (cpu > before)
+		rate(in, sb, end, end, cpu - before, out, n);
+}
+
+static int64_t not_before(int64_t t, int64_t start)
+{
+	return t != REF_NONE && start != REF_NONE && t < start ? start : t;
+}
+
+/* Every interval of sandbox sb by rules 1 to 4, 6 and 9, in the order of its series. */
 static int intervals(const struct ref_input *in, int sb, struct iv *out)
 {
 	static int idx[REF_SAMPLES];
@@ -153,43 +177,56 @@ static int intervals(const struct ref_input *in, int sb, struct iv *out)
 	qsort(incs, (size_t)ni, sizeof incs[0], by_first);
 	sort_in = in;
 	qsort(idx, (size_t)n, sizeof idx[0], by_ts);
-	int64_t last_t = REF_NONE;
+	int64_t stop = not_before(s->stopped_us, s->started_us);
+	/* the platform's stop ends the last incarnation begun at or before it */
+	int stopped = -1;
+	for (int j = 0; j < ni; j++)
+		if (stop != REF_NONE && not_before(incs[j].first, s->started_us) <= stop)
+			stopped = j;
 	for (int j = 0; j < ni; j++) {
-		int64_t top = 0;
-		bool first = true;
+		/* its end: the collector's (its earliest sample marked ended) or that stop */
+		int64_t until = REF_NONE, last_t = REF_NONE, top = 0;
+		for (int k = 0; k < n; k++) {
+			const struct ref_sample *x = &in->samples[idx[k]];
+			int64_t t = not_before(x->ts_us, s->started_us);
+			if (x->incarnation == incs[j].inc && x->ended &&
+			    (until == REF_NONE || t < until))
+				until = t;
+		}
+		if (j == stopped && (until == REF_NONE || stop < until))
+			until = stop;
 		for (int k = 0; k < n; k++) {
 			const struct ref_sample *x = &in->samples[idx[k]];
 			if (x->incarnation != incs[j].inc)
 				continue;
 			/* a sample stamped before the start counts at the start */
-			int64_t t = x->ts_us;
-			if (s->started_us != REF_NONE && t < s->started_us)
-				t = s->started_us;
-			if (first) {
+			int64_t t = not_before(x->ts_us, s->started_us);
+			if (last_t == REF_NONE) {
 				/* rule 2: all its CPU; from the start for the sandbox's first one
 				 */
 				int64_t from =
 				        j == 0 && s->started_us != REF_NONE && s->started_us < t
 				                ? s->started_us
 				                : t;
-				rate(in, sb, from, t, x->cpu_us, out, &nout);
+				rate_upto(in, sb, from, t, x->cpu_us, until, out, &nout);
 				top = x->cpu_us;
-				first = false;
 			} else {
 				/* rule 1: what the counter gained over its highest value */
 				int64_t cpu = x->cpu_us > top ? x->cpu_us - top : 0;
 				if (x->cpu_us > top)
 					top = x->cpu_us;
 				if (t > last_t || cpu > 0)
-					rate(in, sb, last_t, t, cpu, out, &nout);
+					rate_upto(in, sb, last_t, t, cpu, until, out, &nout);
 			}
 			last_t = t;
 		}
+		/* rule 3: an end after its last sample adds one interval with no CPU */
+		if (until != REF_NONE && until > last_t)
+			rate(in, sb, last_t, until, 0, out, &nout);
 	}
-	/* rule 3: a stop after the last sample adds one interval with no CPU */
-	int64_t from = n > 0 ? last_t : s->started_us;
-	if (s->stopped_us != REF_NONE && from != REF_NONE && s->stopped_us > from)
-		rate(in, sb, from, s->stopped_us, 0, out, &nout);
+	/* stopped before any sample: from the start to the stop */
+	if (n == 0 && stop != REF_NONE && s->started_us != REF_NONE && stop > s->started_us)
+		rate(in, sb, s->started_us, stop, 0, out, &nout);
 	return nout;
 }
 
@@ -213,8 +250,8 @@ struct sums {
 /* All the priced intervals of an account, in rule 8's order; *n of them (malloc'd). */
 static struct iv *account_intervals(const struct ref_input *in, int account, int *n)
 {
-	struct iv *all = malloc(sizeof *all * (REF_SAMPLES + REF_SANDBOXES) * 2);
-	static struct iv one[REF_SAMPLES + 1];
+	struct iv *all = malloc(sizeof *all * (3 * REF_SAMPLES + REF_SANDBOXES));
+	static struct iv one[3 * REF_SAMPLES + 1];
 	*n = 0;
 	if (all == NULL)
 		return NULL;
@@ -322,7 +359,7 @@ int64_t ref_trial_used(const struct ref_input *in, int account)
 
 int ref_sandbox_hours(const struct ref_input *in, int sb, struct ref_hour *out, int cap)
 {
-	static struct iv one[REF_SAMPLES + 1];
+	static struct iv one[3 * REF_SAMPLES + 1];
 	int k = intervals(in, sb, one), n = 0;
 	const struct ref_sandbox *s = &in->sandboxes[sb];
 	for (int i = 0; i < k; i++) {

@@ -45,12 +45,13 @@ struct ref_sandbox {
 	char id[REF_ID];
 	int account;                    /* index into accounts */
 	int64_t vcpu_milli, mem_milli;  /* the registered size */
-	int64_t started_us, stopped_us; /* REF_NONE when not known */
+	int64_t started_us, stopped_us; /* REF_NONE when not known; the platform's stop */
 };
 
 struct ref_sample {
 	int sandbox; /* index into sandboxes */
 	int64_t incarnation, ts_us, cpu_us;
+	bool ended; /* the collector saw its incarnation end here (rule 9) */
 };
 
 struct ref_input {

@@ -48,8 +48,8 @@ static struct meter_interval rate(int64_t floor_ppm, int64_t start, int64_t end,
 /* Collects the intervals meter_rate_sandbox emits. */
 struct collect {
 	struct meter_usage usage;
-	struct meter_interval iv[16];
-	int64_t plan_id[16]; /* 0: unpriced */
+	struct meter_interval iv[128];
+	int64_t plan_id[128];/* 0: unpriced */
 	size_t n, unpriced;
 };
 
@@ -57,7 +57,7 @@ static enum meter_status collect(void *ctx, const struct meter_interval *iv,
                                  const struct meter_plan *plan)
 {
 	struct collect *c = ctx;
-	assert_true(c->n < 16);
+	assert_true(c->n < 128);
 	c->iv[c->n] = *iv;
 	c->plan_id[c->n++] = plan ? plan->id : 0;
 	if (plan == NULL) { /* unpriced: counted, never billed */
@@ -111,8 +111,9 @@ static void design_example_bills_21_cpu_seconds_of_20_measured(void **state)
 	struct meter_sample smp[] = {
 	        {1, t + S(10), 0}, {1, t + S(20), S(20)}, {1, t + S(30), S(20)}};
 	struct collect c = {0};
-	assert_int_equal(meter_rate_sandbox(&p, 1, &size_2_4, t, t + S(30), smp, 3, collect, &c),
-	                 METER_OK);
+	assert_int_equal(
+	        meter_rate_sandbox(&p, 1, &size_2_4, t, t + S(30), NULL, 0, smp, 3, collect, &c),
+	        METER_OK);
 	assert_int_equal(c.n, 3); /* the stop at the last sample adds nothing */
 	assert_int_equal(c.iv[0].billed_us, MS(500));
 	assert_false(c.iv[0].busy);
@@ -236,9 +237,9 @@ static void a_new_incarnation_starts_a_new_series(void **state)
 	                             {2, t + S(25), S(1)},
 	                             {2, t + S(35), S(6)}};
 	struct collect c = {0};
-	assert_int_equal(
-	        meter_rate_sandbox(&p, 1, &size_2_4, t, METER_TIME_NONE, smp, 4, collect, &c),
-	        METER_OK);
+	assert_int_equal(meter_rate_sandbox(&p, 1, &size_2_4, t, METER_TIME_NONE, NULL, 0, smp, 4,
+	                                    collect, &c),
+	                 METER_OK);
 	assert_int_equal(c.n, 4);
 	assert_int_equal(c.iv[0].start_us, t);         /* first incarnation from started_at */
 	assert_int_equal(c.iv[2].start_us, t + S(25)); /* later one: zero length, all its CPU */
@@ -250,9 +251,9 @@ static void a_new_incarnation_starts_a_new_series(void **state)
 	/* An incarnation that comes back after another began is refused. */
 	struct meter_sample bad[] = {{1, t + S(10), 0}, {2, t + S(20), 0}, {1, t + S(30), 0}};
 	struct collect c2 = {0};
-	assert_int_equal(
-	        meter_rate_sandbox(&p, 1, &size_2_4, t, METER_TIME_NONE, bad, 3, collect, &c2),
-	        METER_EORDER);
+	assert_int_equal(meter_rate_sandbox(&p, 1, &size_2_4, t, METER_TIME_NONE, NULL, 0, bad, 3,
+	                                    collect, &c2),
+	                 METER_EORDER);
 }
 
 static void a_stop_after_the_last_sample_is_one_more_idle_interval(void **state)
@@ -262,8 +263,9 @@ static void a_stop_after_the_last_sample_is_one_more_idle_interval(void **state)
 	int64_t t = t0();
 	struct meter_sample smp[] = {{1, t + S(10), S(10)}};
 	struct collect c = {0};
-	assert_int_equal(meter_rate_sandbox(&p, 1, &size_2_4, t, t + S(14), smp, 1, collect, &c),
-	                 METER_OK);
+	assert_int_equal(
+	        meter_rate_sandbox(&p, 1, &size_2_4, t, t + S(14), NULL, 0, smp, 1, collect, &c),
+	        METER_OK);
 	assert_int_equal(c.n, 2);
 	assert_int_equal(c.iv[1].cpu_us, 0);
 	assert_int_equal(c.iv[1].billed_us, MS(200)); /* the floor over 4 s */
@@ -271,16 +273,123 @@ static void a_stop_after_the_last_sample_is_one_more_idle_interval(void **state)
 
 	/* Stopped before any sample: started_at to stopped_at, with no CPU. */
 	struct collect c2 = {0};
-	assert_int_equal(meter_rate_sandbox(&p, 1, &size_2_4, t, t + S(5), NULL, 0, collect, &c2),
-	                 METER_OK);
+	assert_int_equal(
+	        meter_rate_sandbox(&p, 1, &size_2_4, t, t + S(5), NULL, 0, NULL, 0, collect, &c2),
+	        METER_OK);
 	assert_int_equal(c2.n, 1);
 	assert_int_equal(c2.usage.wall_us, S(5));
 	/* Neither start nor samples: nothing to bill. */
 	struct collect c3 = {0};
 	assert_int_equal(meter_rate_sandbox(&p, 1, &size_2_4, METER_TIME_NONE, t + S(5), NULL, 0,
-	                                    collect, &c3),
+	                                    NULL, 0, collect, &c3),
 	                 METER_OK);
 	assert_int_equal(c3.n, 0);
+}
+
+/* Rule 3, the issue's figure: a 2 vCPU, 4 GiB sandbox busy on one vCPU for an hour and
+ * stopped, its empty cgroup sampled for another hour, costs $0.055, not $0.08625. */
+static void a_cgroup_lingering_after_the_stop_costs_nothing(void **state)
+{
+	(void)state;
+	struct meter_plan p = default_plan();
+	int64_t t = t0();
+	struct meter_sample smp[121];
+	for (int i = 0; i <= 120; i++) /* a sample a minute; one vCPU busy the first hour */
+		smp[i] = (struct meter_sample){1, t + S(60) * i, S(60) * (i < 60 ? i : 60)};
+	struct collect c = {0};
+	assert_int_equal(meter_rate_sandbox(&p, 1, &size_2_4, t, t + H(1), NULL, 0, smp + 1, 120,
+	                                    collect, &c),
+	                 METER_OK);
+	assert_int_equal(c.n, 60); /* the lingering samples add no interval: no CPU, no time */
+	assert_true(c.usage.wall_us == H(1));
+	assert_true(c.usage.cpu_billed_us == H(1));
+	struct meter_cost cost;
+	assert_int_equal(meter_usage_cost(&c.usage, &p, &cost), METER_OK);
+	assert_int_equal(cost.total, INT64_C(55000000));
+
+	/* The stop inside an interval: the part up to it keeps its time and its share of the
+	 * CPU; the CPU after it is billed as measured, with no time and no floor. */
+	struct meter_sample mid[] = {{1, t + S(10), S(1)}, {1, t + S(20), S(1) + 7}};
+	struct collect m = {0};
+	assert_int_equal(
+	        meter_rate_sandbox(&p, 1, &size_2_4, t, t + S(15), NULL, 0, mid, 2, collect, &m),
+	        METER_OK);
+	assert_int_equal(m.n, 3);
+	assert_int_equal(m.iv[1].start_us, t + S(10));
+	assert_int_equal(m.iv[1].end_us, t + S(15));
+	assert_int_equal(m.iv[1].cpu_us, 4);          /* 7 x 5/10 = 3.5, half up */
+	assert_int_equal(m.iv[1].billed_us, MS(250)); /* the floor over 5 s */
+	assert_int_equal(m.iv[2].start_us, t + S(20));
+	assert_int_equal(m.iv[2].end_us, t + S(20));
+	assert_int_equal(m.iv[2].billed_us, 3);
+	assert_true(m.usage.wall_us == S(15));
+	assert_true(m.usage.cpu_measured_us == S(1) + 7);
+}
+
+/* Rules 3 and 9: the collector's end closes its incarnation; a later one runs again. */
+static void the_collector_end_closes_its_incarnation_only(void **state)
+{
+	(void)state;
+	struct meter_plan p = default_plan();
+	int64_t t = t0();
+	struct meter_sample smp[] = {{1, t + S(10), S(2)},
+	                             {1, t + S(20), S(4)}, /* its end */
+	                             {1, t + S(30), S(5)}, /* used again after the end */
+	                             {2, t + S(40), S(1)},
+	                             {2, t + S(50), S(3)}};
+	struct meter_end ends[] = {{1, t + S(25)}, {1, t + S(20)}}; /* the earliest counts */
+	struct collect c = {0};
+	assert_int_equal(
+	        meter_rate_sandbox(&p, 1, &size_2_4, t, t + S(45), ends, 2, smp, 5, collect, &c),
+	        METER_OK);
+	assert_int_equal(c.n, 6);
+	assert_int_equal(c.iv[2].start_us, t + S(30)); /* after the end: CPU, no time */
+	assert_int_equal(c.iv[2].end_us, t + S(30));
+	assert_int_equal(c.iv[2].billed_us, S(1));
+	/* the stop at 45 s ends incarnation 2, begun before it, inside its interval */
+	assert_int_equal(c.iv[4].end_us, t + S(45));
+	assert_int_equal(c.iv[4].cpu_us, S(1));
+	assert_int_equal(c.iv[5].end_us, t + S(50));
+	assert_int_equal(c.iv[5].cpu_us, S(1));
+	/* 0-20 s and 40-45 s; 20-40 s is the gap between the incarnations */
+	assert_true(c.usage.wall_us == S(25));
+	assert_true(c.usage.cpu_measured_us == S(8));
+}
+
+static void the_platform_stop_ends_the_newest_incarnation_begun_before_it(void **state)
+{
+	(void)state;
+	int64_t N = METER_TIME_NONE, t = t0();
+	/* started, stop, begin, next begin, collector end */
+	assert_int_equal(meter_incarnation_end(t, N, t, N, N), N); /* running */
+	assert_int_equal(meter_incarnation_end(t, t + 50, t + 10, N, N), t + 50);
+	assert_int_equal(meter_incarnation_end(t, t + 50, t + 10, t + 50, N), N); /* next has it */
+	assert_int_equal(meter_incarnation_end(t, t + 50, t + 10, t + 60, N), t + 50);
+	assert_int_equal(meter_incarnation_end(t, t + 50, t + 60, N, N), N); /* begun after */
+	assert_int_equal(meter_incarnation_end(t, t + 50, t + 10, N, t + 40), t + 40);
+	assert_int_equal(meter_incarnation_end(t, t + 50, t + 10, N, t + 70), t + 50);
+	assert_int_equal(meter_incarnation_end(t, t + 50, t + 60, N, t + 70), t + 70);
+	/* times before the start count at it */
+	assert_int_equal(meter_incarnation_end(t, N, t - 20, N, t - 10), t);
+	assert_int_equal(meter_incarnation_end(N, t, t + 10, N, N), N);
+	assert_int_equal(meter_incarnation_end(N, t, t - 10, N, N), t);
+
+	struct meter_span out[2], sp = {t, t + 10, 10};
+	assert_int_equal(meter_span_clip(&sp, N, out), 1);
+	assert_int_equal(meter_span_clip(&sp, t + 10, out), 1);
+	assert_int_equal(out[0].end_us, t + 10);
+	assert_int_equal(meter_span_clip(&sp, t + 5, out), 2);
+	assert_int_equal(out[0].cpu_us + out[1].cpu_us, 10);
+	assert_int_equal(meter_span_clip(&sp, t, out), 1); /* wholly after: CPU alone */
+	assert_int_equal(out[0].start_us, t + 10);
+	assert_int_equal(out[0].cpu_us, 10);
+	sp.cpu_us = 0;
+	assert_int_equal(meter_span_clip(&sp, t, out), 0); /* nothing left */
+	assert_int_equal(meter_span_clip(&sp, t + 5, out), 1);
+	/* the share of a span as long as a year with a counter past 2^62: no overflow */
+	struct meter_span big = {0, INT64_C(31536000000000), INT64_C(4611686018427387904)};
+	assert_int_equal(meter_span_clip(&big, INT64_C(15768000000000), out), 2);
+	assert_int_equal(out[0].cpu_us, INT64_C(2305843009213693952));
 }
 
 static void a_price_change_rates_by_the_plan_in_force_at_the_interval_end(void **state)
@@ -297,9 +406,9 @@ static void a_price_change_rates_by_the_plan_in_force_at_the_interval_end(void *
 	struct meter_sample smp[] = {
 	        {1, t0() + S(10), 0}, {1, t0() + S(20), S(10)}, {1, t0() + S(30), S(20)}};
 	struct collect c = {0};
-	assert_int_equal(
-	        meter_rate_sandbox(plans, 2, &size_2_4, t0(), METER_TIME_NONE, smp, 3, collect, &c),
-	        METER_OK);
+	assert_int_equal(meter_rate_sandbox(plans, 2, &size_2_4, t0(), METER_TIME_NONE, NULL, 0,
+	                                    smp, 3, collect, &c),
+	                 METER_OK);
 	assert_int_equal(c.plan_id[0], 1);
 	assert_int_equal(c.plan_id[1], 1); /* ends exactly at the change */
 	assert_int_equal(c.plan_id[2], 2);
@@ -311,7 +420,7 @@ static void a_price_change_rates_by_the_plan_in_force_at_the_interval_end(void *
 	                               {1, plans[0].effective_from_us + S(10), S(7)}};
 	struct collect e = {0};
 	assert_int_equal(meter_rate_sandbox(plans, 2, &size_2_4, METER_TIME_NONE, METER_TIME_NONE,
-	                                    early, 3, collect, &e),
+	                                    NULL, 0, early, 3, collect, &e),
 	                 METER_OK);
 	assert_int_equal(e.n, 3);
 	assert_int_equal(e.unpriced, 2);
@@ -322,8 +431,8 @@ static void a_price_change_rates_by_the_plan_in_force_at_the_interval_end(void *
 	/* a stop before any plan: unpriced too */
 	struct collect g = {0};
 	assert_int_equal(meter_rate_sandbox(plans, 2, &size_2_4, plans[0].effective_from_us - S(60),
-	                                    plans[0].effective_from_us - S(30), NULL, 0, collect,
-	                                    &g),
+	                                    plans[0].effective_from_us - S(30), NULL, 0, NULL, 0,
+	                                    collect, &g),
 	                 METER_OK);
 	assert_int_equal(g.unpriced, 1);
 	assert_true(g.usage.wall_us == 0);
@@ -527,6 +636,9 @@ int main(void)
 	        cmocka_unit_test(a_counter_below_its_highest_adds_nothing_until_it_passes_it),
 	        cmocka_unit_test(a_new_incarnation_starts_a_new_series),
 	        cmocka_unit_test(a_stop_after_the_last_sample_is_one_more_idle_interval),
+	        cmocka_unit_test(a_cgroup_lingering_after_the_stop_costs_nothing),
+	        cmocka_unit_test(the_collector_end_closes_its_incarnation_only),
+	        cmocka_unit_test(the_platform_stop_ends_the_newest_incarnation_begun_before_it),
 	        cmocka_unit_test(a_price_change_rates_by_the_plan_in_force_at_the_interval_end),
 	        cmocka_unit_test(an_interval_belongs_to_the_hour_in_which_it_ends),
 	        cmocka_unit_test(usage_sums_refuse_overflow_and_stay_unchanged),
