@@ -588,6 +588,70 @@ static void a_lingering_cgroup_bills_the_issue_figure(void **state)
 	cJSON_Delete(nov);
 }
 
+/* Notices on meter_limits that came to the test's connection: their sandbox ids, by commas. */
+static void notices(struct fx *f, char *ids, size_t len)
+{
+	ids[0] = '\0';
+	PQconsumeInput(f->db.conn);
+	for (PGnotify *n; (n = PQnotifies(f->db.conn)) != NULL; PQfreemem(n)) {
+		cJSON *o = cJSON_Parse(n->extra);
+		assert_non_null(o);
+		assert_string_equal(str(o, "limit"), "concurrency_limit");
+		size_t used = strlen(ids);
+		snprintf(ids + used, len - used, "%s%s", used ? "," : "", str(o, "sandbox_id"));
+		cJSON_Delete(o);
+	}
+}
+
+/* A sample of sandbox id (inode inc) the collector found under account fill, s ago. */
+static void found_sample(struct fx *f, const char *id, int inc, int s, bool ended)
+{
+	char q[512];
+	snprintf(q, sizeof q,
+	         "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us, "
+	         "account_id, cpu_limit_millicores, memory_limit_bytes, ended) VALUES "
+	         "('%s', %d, now() - interval '%d seconds', 'h', 1000, 'fill', 1000, 1073741824, "
+	         "%s)",
+	         id, inc, s, ended ? "true" : "NULL");
+	sql(f, q);
+}
+
+/*
+ * An account of at most 2 fills up with sandboxes the collector finds, frees a
+ * place when one ends and fills again when it comes back as a new
+ * incarnation: each filling is announced once on meter_limits, as a
+ * registration through the API is.
+ */
+static void an_account_that_fills_frees_and_fills_again_is_told_each_time(void **state)
+{
+	struct fx *f = *state;
+	char ids[256];
+	sql(f, "INSERT INTO accounts (id, name, plan, max_concurrent) VALUES "
+	       "('fill', 'F', 'paid', 2)");
+	sql(f, "LISTEN meter_limits");
+	found_sample(f, "f-1", 1, 60, false);
+	notices(f, ids, sizeof ids);
+	assert_string_equal(ids, ""); /* 1 of 2 */
+	found_sample(f, "f-2", 1, 59, false);
+	found_sample(f, "f-2", 1, 50, false);
+	notices(f, ids, sizeof ids);
+	assert_string_equal(ids, "f-2"); /* full, once */
+	found_sample(f, "f-1", 1, 40, true);
+	notices(f, ids, sizeof ids);
+	assert_string_equal(ids, ""); /* a place freed */
+	assert_int_equal(num(f, "SELECT count(*) FROM sandboxes WHERE account_id = 'fill' "
+	                        "AND stopped_at IS NULL"),
+	                 1);
+	found_sample(f, "f-1", 2, 30, false);
+	found_sample(f, "f-1", 2, 20, false);
+	notices(f, ids, sizeof ids);
+	assert_string_equal(ids, "f-1"); /* full again: the new incarnation */
+	assert_int_equal(num(f, "SELECT count(*) FROM limit_notices WHERE account_id = 'fill' "
+	                        "AND period IN ('f-2', 'f-1@2')"),
+	                 2);
+	sql(f, "UNLISTEN meter_limits");
+}
+
 /* ---- rule 6: intervals before any price plan ---- */
 
 /*
@@ -774,6 +838,9 @@ int main(void)
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(
 	                the_earlier_end_wins_and_a_new_incarnation_runs_again, setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                an_account_that_fills_frees_and_fills_again_is_told_each_time, setup,
+	                teardown),
 	        cmocka_unit_test_setup_teardown(a_lingering_cgroup_bills_the_issue_figure, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(the_trials_crossing_hour_is_clipped_at_the_end_too,
