@@ -52,10 +52,27 @@ static const char *const sql[Q_COUNT] = {
                                                                   "  WHERE t.account_id = a.id) "
                                                                   "FROM accounts a WHERE id = $1",
         [Q_SANDBOX] = "SELECT " SANDBOX_COLS " FROM sandboxes WHERE id = $1",
+        /* A sandbox the collector saw before it was registered (its path named no
+         * account) takes its newest incarnation, and that incarnation's end when the
+         * collector saw it end: one that ran and ended before is registered stopped
+         * (at started_at at the earliest, as meter_sandbox_ends says), and its next
+         * incarnation runs again. */
         [Q_SANDBOX_NEW] =
-                "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) "
-                "VALUES ($1, $2, $3::numeric, $4::numeric, " TS("$5") ") "
-                                                                      "RETURNING " SANDBOX_COLS,
+                "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, "
+                "incarnation, incarnation_from, stopped_at, ended_by) "
+                "SELECT $1, $2, $3::numeric, $4::numeric, " TS(
+                        "$5") ", n.incarnation, n.f, "
+                              "CASE WHEN e.ended_at IS NOT NULL THEN greatest(e.ended_at, " TS(
+                                      "$5") ") END, "
+                                            "CASE WHEN e.ended_at IS NOT NULL THEN 'collector' END "
+                                            "FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT "
+                                            "incarnation, min(ts) f "
+                                            "FROM samples WHERE sandbox_id = $1 GROUP BY "
+                                            "incarnation "
+                                            "ORDER BY f DESC, incarnation DESC LIMIT 1) n ON true "
+                                            "LEFT JOIN incarnation_ends e ON e.sandbox_id = $1 "
+                                            "AND e.incarnation = n.incarnation "
+                                            "RETURNING " SANDBOX_COLS,
         /* The platform's stop, the earliest one given; a stop before the start or
          * not before one already given changes nothing (api/h_accounts.c says why). */
         /* A sandbox the collector registered from its cgroup (no start known) takes the

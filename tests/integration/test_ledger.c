@@ -588,6 +588,45 @@ static void a_lingering_cgroup_bills_the_issue_figure(void **state)
 	cJSON_Delete(nov);
 }
 
+/*
+ * The collector saw a sandbox run and end before the platform registered it
+ * (its cgroup path named no account): the registration comes back stopped at
+ * that end, by the collector, and it does not count as running; its next
+ * incarnation runs again. An end for an id nobody registered changes nothing
+ * else.
+ */
+static void a_sandbox_registered_after_its_end_is_registered_stopped(void **state)
+{
+	struct fx *f = *state;
+	sql(f, "INSERT INTO accounts (id, name, plan) VALUES ('late', 'L', 'paid')");
+	sql(f,
+	    "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us, ended) VALUES "
+	    "('late-1', 4, '2026-10-05T10:00:10Z', 'h', 1000000, NULL), "
+	    "('late-1', 4, '2026-10-05T10:00:20Z', 'h', 2000000, true)");
+	assert_int_equal(num(f, "SELECT count(*) FROM sandboxes WHERE id = 'late-1'"), 0);
+	cJSON *sb = post(f, "/v1/sandboxes",
+	                 "{\"id\": \"late-1\", \"account_id\": \"late\", \"vcpus\": 1, "
+	                 "\"memory_gib\": 1, \"started_at\": \"2026-10-05T10:00:00Z\"}",
+	                 201);
+	assert_string_equal(str(sb, "status"), "stopped");
+	assert_string_equal(str(sb, "stopped_at"), "2026-10-05T10:00:20Z");
+	assert_string_equal(str(sb, "ended_by"), "collector");
+	cJSON_Delete(sb);
+	assert_int_equal(num(f, "SELECT count(*) FROM sandboxes WHERE account_id = 'late' "
+	                        "AND stopped_at IS NULL"),
+	                 0);
+	/* billed to its end: 20 s */
+	wait_rollups(f);
+	assert_int_equal(
+	        num(f, "SELECT sum(wall_us) FROM usage_hourly WHERE sandbox_id = 'late-1'"),
+	        20000000);
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('late-1', 5, '2026-10-05T11:00:00Z', 'h', 1000)");
+	sb = get(f, "/v1/sandboxes/late-1");
+	assert_string_equal(str(sb, "status"), "running");
+	cJSON_Delete(sb);
+}
+
 /* Notices on meter_limits that came to the test's connection: their sandbox ids, by commas. */
 static void notices(struct fx *f, char *ids, size_t len)
 {
@@ -841,6 +880,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                an_account_that_fills_frees_and_fills_again_is_told_each_time, setup,
 	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                a_sandbox_registered_after_its_end_is_registered_stopped, setup, teardown),
 	        cmocka_unit_test_setup_teardown(a_lingering_cgroup_bills_the_issue_figure, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(the_trials_crossing_hour_is_clipped_at_the_end_too,
