@@ -267,8 +267,8 @@ static PGresult *rq(PGconn *c, const char *sql, int n, const char *const *params
  * Runs sql with the n arrays as its parameters, then frees them: true when it
  * ran (what names it in err).
  */
-static bool arr_run(PGconn *c, const char *sql, struct arr *a, int n, const char *what, char *err,
-                    size_t errlen)
+static bool arr_run(PGconn *c, const char *sql, ExecStatusType want, struct arr *a, int n,
+                    const char *what, char *err, size_t errlen)
 {
 	const char *p[16];
 	PGresult *r = NULL;
@@ -279,7 +279,7 @@ static bool arr_run(PGconn *c, const char *sql, struct arr *a, int n, const char
 			ok = false;
 		}
 	if (ok) {
-		r = rq(c, sql, n, p, PGRES_COMMAND_OK, what, err, errlen);
+		r = rq(c, sql, n, p, want, what, err, errlen);
 		ok = r != NULL;
 	}
 	PQclear(r);
@@ -561,9 +561,18 @@ static const char clear_sql[] =
 	"  USING unnest($1::text[], $2::text[], $3::bigint[]) j(a, s, w) "
 	"  WHERE u.account_id = j.a AND u.sandbox_id = j.s "
 	"  AND u.hour > " TS("j.w") " - interval '1 hour'), "
-	"agg AS (SELECT account_id, (date_trunc('month', hour AT TIME ZONE 'UTC'))::date m, "
-	"  price_plan_id, sum(cpu_measured_us) a, sum(cpu_billed_us) b, sum(busy_us) c, "
-	"  sum(idle_us) d, sum(wall_us) e, sum(memory_mgib_us) f FROM old GROUP BY 1, 2, 3) "
+	"sagg AS (SELECT account_id, (date_trunc('month', hour AT TIME ZONE 'UTC'))::date m, "
+	"  sandbox_id, price_plan_id, sum(cpu_measured_us) a, sum(cpu_billed_us) b, "
+	"  sum(busy_us) c, sum(idle_us) d, sum(wall_us) e, sum(memory_mgib_us) f "
+	"  FROM old GROUP BY 1, 2, 3, 4), "
+	"sm AS (UPDATE sandbox_month t SET cpu_measured_us = t.cpu_measured_us - x.a, "
+	"  cpu_billed_us = t.cpu_billed_us - x.b, busy_us = t.busy_us - x.c, "
+	"  idle_us = t.idle_us - x.d, wall_us = t.wall_us - x.e, "
+	"  memory_mgib_us = t.memory_mgib_us - x.f FROM sagg x "
+	"  WHERE t.account_id = x.account_id AND t.month = x.m AND t.sandbox_id = x.sandbox_id "
+	"  AND t.price_plan_id = x.price_plan_id), "
+	"agg AS (SELECT account_id, m, price_plan_id, sum(a) a, sum(b) b, sum(c) c, sum(d) d, "
+	"  sum(e) e, sum(f) f FROM sagg GROUP BY 1, 2, 3) "
 	"UPDATE account_month t SET cpu_measured_us = t.cpu_measured_us - agg.a, "
 	"  cpu_billed_us = t.cpu_billed_us - agg.b, busy_us = t.busy_us - agg.c, "
 	"  idle_us = t.idle_us - agg.d, wall_us = t.wall_us - agg.e, "
@@ -578,14 +587,27 @@ static const char unpriced_sql[] =
 	"SELECT a, s, " TS("h") ", n, w, c FROM unnest($1::text[], $2::text[], $3::bigint[], "
 	"  $4::bigint[], $5::bigint[], $6::bigint[]) v(a, s, h, n, w, c)";
 
-/* Inserts the new hours (one array per column) and adds them to account_month. */
+/* Inserts the new hours (one array per column) and adds them to sandbox_month and
+ * account_month. */
 static const char insert_sql[] =
 	"WITH ins AS (INSERT INTO usage_hourly (account_id, sandbox_id, hour, price_plan_id, "
 	"  cpu_measured_us, cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us, updated_at) "
 	"  SELECT a, s, " TS("h") ", p, c1, c2, c3, c4, c5, c6, now() "
 	"  FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[], $5::bigint[], "
 	"    $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[]) "
-	"    v(a, s, h, p, c1, c2, c3, c4, c5, c6) RETURNING *) "
+	"    v(a, s, h, p, c1, c2, c3, c4, c5, c6) RETURNING *), "
+	"sm AS (INSERT INTO sandbox_month AS t (account_id, month, sandbox_id, price_plan_id, "
+	"  cpu_measured_us, cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us) "
+	"  SELECT account_id, (date_trunc('month', hour AT TIME ZONE 'UTC'))::date, sandbox_id, "
+	"    price_plan_id, sum(cpu_measured_us), sum(cpu_billed_us), sum(busy_us), "
+	"    sum(idle_us), sum(wall_us), sum(memory_mgib_us) "
+	"  FROM ins GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4 "
+	"  ON CONFLICT (account_id, month, sandbox_id, price_plan_id) DO UPDATE SET "
+	"    cpu_measured_us = t.cpu_measured_us + EXCLUDED.cpu_measured_us, "
+	"    cpu_billed_us = t.cpu_billed_us + EXCLUDED.cpu_billed_us, "
+	"    busy_us = t.busy_us + EXCLUDED.busy_us, idle_us = t.idle_us + EXCLUDED.idle_us, "
+	"    wall_us = t.wall_us + EXCLUDED.wall_us, "
+	"    memory_mgib_us = t.memory_mgib_us + EXCLUDED.memory_mgib_us) "
 	"INSERT INTO account_month AS t (account_id, month, price_plan_id, cpu_measured_us, "
 	"  cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us) "
 	"SELECT account_id, (date_trunc('month', hour AT TIME ZONE 'UTC'))::date, price_plan_id, "
@@ -598,6 +620,15 @@ static const char insert_sql[] =
 	"  busy_us = t.busy_us + EXCLUDED.busy_us, idle_us = t.idle_us + EXCLUDED.idle_us, "
 	"  wall_us = t.wall_us + EXCLUDED.wall_us, "
 	"  memory_mgib_us = t.memory_mgib_us + EXCLUDED.memory_mgib_us";
+
+/*
+ * The cost rows of the rated sandboxes ($1 accounts, $2 sandboxes) from the month
+ * of their window ($3) on, from sandbox_month (migrations/0019).
+ */
+static const char month_costs_sql[] =
+	"SELECT meter_sandbox_month_costs($1::text[], $2::text[], "
+	"  ARRAY(SELECT (date_trunc('month', " TS("w") " AT TIME ZONE 'UTC'))::date "
+	"    FROM unnest($3::bigint[]) WITH ORDINALITY x(w, k) ORDER BY k))";
 
 /* clang-format on */
 
@@ -1079,7 +1110,8 @@ static bool store_checkpoints(PGconn *c, const struct job *jobs, size_t n, char 
 			arr_free(&a[k]);
 		return true;
 	}
-	return arr_run(c, checkpoint_sql, a, 7, "could not store checkpoints", err, errlen);
+	return arr_run(c, checkpoint_sql, PGRES_COMMAND_OK, a, 7, "could not store checkpoints",
+	               err, errlen);
 }
 
 /* Stores the rated sandboxes' unpriced intervals, hour by hour (usually none). */
@@ -1105,7 +1137,8 @@ static bool store_unpriced(PGconn *c, const struct job *jobs, size_t n, char *er
 			arr_free(&a[k]);
 		return true;
 	}
-	return arr_run(c, unpriced_sql, a, 6, "could not store unpriced intervals", err, errlen);
+	return arr_run(c, unpriced_sql, PGRES_COMMAND_OK, a, 6,
+	               "could not store unpriced intervals", err, errlen);
 }
 
 /*
@@ -1192,6 +1225,17 @@ static bool store(PGconn *c, struct job *jobs, size_t n, char *err, size_t errle
 		PQclear(r);
 		r = NULL;
 	}
+	for (int k = 0; k < 10; k++)
+		arr_free(&a[k]);
+	for (size_t i = 0; i < n; i++)
+		if (jobs[i].fate == RATE) {
+			arr_str(&a[0], jobs[i].account);
+			arr_str(&a[1], jobs[i].sandbox);
+			arr_int(&a[2], jobs[i].window);
+		}
+	if (a[0].n > 0 && !arr_run(c, month_costs_sql, PGRES_TUPLES_OK, a, 3,
+	                           "could not rank the sandboxes' months", err, errlen))
+		goto out;
 	if (!store_checkpoints(c, jobs, n, err, errlen))
 		goto out;
 	ok = true;

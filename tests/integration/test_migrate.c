@@ -349,6 +349,9 @@ static const struct placement {
         {"trial_crossing", BY_ACCOUNT, "account_id"},
         {"trial_cover", BY_ACCOUNT, "account_id"},
         {"trial_queue", BY_ACCOUNT, "account_id"},
+        {"sandbox_month", BY_ACCOUNT, "account_id"},
+        {"sandbox_month_cost", BY_ACCOUNT, "account_id"},
+        {"usage_listings", BY_ACCOUNT, "account_id"},
         /* Small tables that do not grow with usage. */
         {"price_plans", REFERENCE, NULL},
         {"api_keys", REFERENCE, NULL},

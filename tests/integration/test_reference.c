@@ -529,6 +529,72 @@ static void compare_trial(struct run *r, const struct scenario *s, int a, char *
 	cJSON_Delete(o);
 }
 
+/*
+ * sandbox_month_cost (kept by the rollup, step by step) against the hours it
+ * sums, summed here at once, and each plan's part priced here (half up, in
+ * 128-bit integers), apart from the SQL that keeps it.
+ */
+static void compare_month_costs(struct run *r, char *diff, size_t len)
+{
+	PGresult *h = PQexec(
+	        r->db.conn,
+	        "SELECT * FROM (SELECT u.account_id || ' ' || (date_trunc('month', u.hour AT "
+	        "TIME ZONE 'UTC'))::date || ' ' || u.sandbox_id k, sum(u.cpu_measured_us), "
+	        "sum(u.cpu_billed_us), sum(u.wall_us), sum(u.memory_mgib_us), "
+	        "(p.cpu_vcpu_hour * 1e9)::bigint, (p.memory_gib_hour * 1e9)::bigint, "
+	        "u.price_plan_id pl FROM usage_hourly u JOIN price_plans p "
+	        "ON p.id = u.price_plan_id "
+	        "GROUP BY 1, u.price_plan_id, p.cpu_vcpu_hour, p.memory_gib_hour) x "
+	        "ORDER BY k COLLATE \"C\", pl");
+	PGresult *c =
+	        PQexec(r->db.conn,
+	               "SELECT * FROM (SELECT account_id || ' ' || month || ' ' || sandbox_id k, "
+	               "cost_nano, cpu_measured_us, cpu_billed_us, wall_us, memory_mgib_us "
+	               "FROM sandbox_month_cost) x ORDER BY k COLLATE \"C\"");
+	if (PQresultStatus(h) != PGRES_TUPLES_OK || PQresultStatus(c) != PGRES_TUPLES_OK) {
+		say(diff, len, "  sandbox months: DIFFERS (could not read: %s)\n",
+		    PQerrorMessage(r->db.conn));
+		goto out;
+	}
+	int k = 0, nc = PQntuples(c), nh = PQntuples(h);
+	for (int i = 0; i < nh;) {
+		const char *key = PQgetvalue(h, i, 0);
+		__extension__ __int128 cost = 0, sum[4] = {0};
+		for (; i < nh && strcmp(PQgetvalue(h, i, 0), key) == 0; i++) {
+			__extension__ __int128 v[6];
+			for (int x = 0; x < 6; x++)
+				v[x] = strtoll(PQgetvalue(h, i, x + 1), NULL, 10);
+			for (int x = 0; x < 4; x++)
+				sum[x] += v[x];
+			cost += (2 * v[1] * v[4] + INT64_C(3600000000)) / INT64_C(7200000000) +
+			        (2 * v[3] * v[5] + INT64_C(3600000000000)) / INT64_C(7200000000000);
+		}
+		if (sum[0] == 0 && sum[1] == 0 && sum[2] == 0)
+			continue; /* no usage left: no row */
+		char want[256], got[256] = "(none)";
+		snprintf(want, sizeof want, "%s %lld %lld %lld %lld %lld", key, (long long)cost,
+		         (long long)sum[0], (long long)sum[1], (long long)sum[2],
+		         (long long)sum[3]);
+		if (k < nc)
+			snprintf(got, sizeof got, "%s %s %s %s %s %s", PQgetvalue(c, k, 0),
+			         PQgetvalue(c, k, 1), PQgetvalue(c, k, 2), PQgetvalue(c, k, 3),
+			         PQgetvalue(c, k, 4), PQgetvalue(c, k, 5));
+		k++;
+		if (strcmp(want, got) != 0) {
+			say(diff, len,
+			    "  sandbox month DIFFERS: hours say %s, sandbox_month_cost %s\n", want,
+			    got);
+			goto out;
+		}
+	}
+	if (k != nc)
+		say(diff, len, "  sandbox months DIFFERS: %d more rows than the hours give\n",
+		    nc - k);
+out:
+	PQclear(h);
+	PQclear(c);
+}
+
 /* Runs one seed; true when meter and the reference agree. */
 static bool one_seed(const char *template_name, uint64_t seed, int *scenarios)
 {
@@ -557,6 +623,7 @@ static bool one_seed(const char *template_name, uint64_t seed, int *scenarios)
 			compare_month(&r, &s, a, months[m], diff, sizeof diff);
 		compare_trial(&r, &s, a, diff, sizeof diff);
 	}
+	compare_month_costs(&r, diff, sizeof diff);
 	ok = strstr(diff, "DIFFERS") == NULL && strstr(diff, "set aside") == NULL &&
 	     strstr(diff, "status") == NULL && strstr(diff, "overflowed") == NULL;
 	*scenarios += s.in.naccounts;
