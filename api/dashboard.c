@@ -312,6 +312,8 @@ static const char *which_account(struct req *r, struct page *p)
 {
 	const char *asked = NULL;
 	for (size_t i = 0; i < r->nargs; i++) {
+		if (strcmp(r->args[i].name, "month") == 0)
+			continue; /* the dashboard's own (h_dashboard) */
 		if (strcmp(r->args[i].name, "account") != 0) {
 			reply_problemf(
 			        r, 400, "unknown-parameter", "Unknown query parameter",
@@ -373,11 +375,58 @@ static void top_bar(struct page *p, const char *title, const char *asof)
 	    asof);
 }
 
+/*
+ * The month the dashboard shows: ?month=YYYY-MM, this month when left out;
+ * false when it has answered (a month that is not one, or after this one).
+ */
+static bool which_month(struct req *r, int64_t now, int64_t *month)
+{
+	*month = meter_month_start(now);
+	for (size_t i = 0; i < r->nargs; i++) {
+		const char *v = r->args[i].value ? r->args[i].value : "";
+		int y, m;
+		char extra;
+		if (strcmp(r->args[i].name, "month") != 0)
+			continue;
+		if (strlen(v) != 7 || sscanf(v, "%4d-%2d%c", &y, &m, &extra) != 2 || v[4] != '-' ||
+		    y < 1970 || m < 1 || m > 12) {
+			reply_problemf(r, 400, "invalid-parameter", "Invalid query parameter",
+			               "month must be YYYY-MM");
+			return false;
+		}
+		int64_t asked = meter_days_from_civil(y, m, 1) * DAY_US;
+		if (asked > *month) {
+			reply_problemf(r, 400, "invalid-parameter", "Invalid query parameter",
+			               "month %s has not begun", v);
+			return false;
+		}
+		*month = asked;
+	}
+	return true;
+}
+
+/* A link to the dashboard of another month (the admin's ?account kept). */
+static void month_link(struct page *p, const struct req *r, const char *id, int64_t month,
+                       const char *label)
+{
+	char name[16];
+	report_month(month, name, sizeof name);
+	put(p, "<a class=\"month\" href=\"/dashboard?month=%s", name);
+	if (r->admin) {
+		put(p, "&amp;account=");
+		esc(p, id);
+	}
+	put(p, "\">%s</a>", label);
+}
+
 void h_dashboard(struct req *r)
 {
 	struct page p = {0};
 	const char *id = which_account(r, &p);
 	if (id == NULL)
+		return;
+	int64_t now = now_us(), month;
+	if (!which_month(r, now, &month))
 		return;
 	PGconn *c = req_read_db(r);
 	struct meter_plan *plans = NULL;
@@ -385,13 +434,14 @@ void h_dashboard(struct req *r)
 	PGresult *daily = NULL, *usage = NULL;
 	struct invoice_doc doc = {0};
 	cJSON *inv = NULL;
-	char err[256], asof[METER_TIME_BUF], fs[24], ts[24], month_name[16];
-	int64_t now = now_us(), month = meter_month_start(now), next = meter_month_next(month);
+	char err[256], asof[METER_TIME_BUF], fs[24], ts[24], month_name[16], mdate[16];
+	int64_t next = meter_month_next(month);
+	bool current = month == meter_month_start(now);
 	struct account_state st;
-	struct forecast fc;
+	struct forecast fc = {0};
 	if (c == NULL || !account_state_load(r, c, id, false, &st) ||
 	    !data_as_of(r, c, id, asof, sizeof asof) || !load_plans(r, c, &plans, &nplans) ||
-	    !forecast_compute(r, c, id, month, now, plans, nplans, &fc))
+	    (current && !forecast_compute(r, c, id, month, now, plans, nplans, &fc)))
 		goto out;
 	/* Month to date: the total of this month's invoice draft, exactly. */
 	if (!invoice_get(c, id, month, now, server_invoice_grace(r->srv), plans, nplans, &doc, err,
@@ -404,9 +454,12 @@ void h_dashboard(struct req *r)
 	            *exact = cJSON_GetObjectItem(inv, "total_exact");
 	snprintf(fs, sizeof fs, "%lld", (long long)month);
 	snprintf(ts, sizeof ts, "%lld", (long long)next);
-	const char *dp[] = {id, fs, ts};
+	report_month(month, month_name, sizeof month_name);
+	snprintf(mdate, sizeof mdate, "%.7s-01", month_name);
+	const char *dp[] = {id, fs, ts}, *tp[] = {id, mdate, "10"};
 	daily = q_exec(c, Q_DAILY, 3, dp);
-	usage = q_exec_planned(c, Q_USAGE, 3, dp);
+	/* the ten that cost most, ranked by sandbox_month_cost's index */
+	usage = q_exec_planned(c, Q_TOP_MONTH, 3, tp);
 	if (PQresultStatus(daily) != PGRES_TUPLES_OK || PQresultStatus(usage) != PGRES_TUPLES_OK ||
 	    !cJSON_IsString(total) || !cJSON_IsString(exact)) {
 		reply_db_error(r, "could not read the month's usage", NULL);
@@ -444,26 +497,36 @@ void h_dashboard(struct req *r)
 	char title[300];
 	snprintf(title, sizeof title, "%s", PQntuples(acc) == 1 ? PQgetvalue(acc, 0, 1) : id);
 	PQclear(acc);
-	report_month(month, month_name, sizeof month_name);
 
 	head(&p, title);
 	top_bar(&p, title, asof);
 	put(&p, "<p class=\"muted\">account <code>");
 	esc(&p, id);
-	put(&p, "</code> &middot; %s plan &middot; %s</p>", st.a.plan, month_name);
+	put(&p, "</code> &middot; %s plan &middot; %s</p><nav class=\"months\">", st.a.plan,
+	    month_name);
+	month_link(&p, r, id, meter_month_start(month - 1), "&larr; previous month");
+	if (!current) {
+		put(&p, " &middot; ");
+		month_link(&p, r, id, next, "next month &rarr;");
+	}
+	put(&p, "</nav>");
+	const cJSON *status = cJSON_GetObjectItem(inv, "status");
 	put(&p,
-	    "<div class=\"cards\"><div class=\"card\"><h2>Month to date</h2>"
+	    "<div class=\"cards\"><div class=\"card\"><h2>%s</h2>"
 	    "<div class=\"big\" id=\"mtd\" title=\"exact %s\">$%s</div>"
-	    "<div class=\"muted\">the draft invoice of %s</div></div>",
-	    exact->valuestring, total->valuestring, month_name);
-	put(&p, "<div class=\"card\"><h2>Forecast for the month</h2><div class=\"big\" "
-	        "id=\"forecast\">");
-	money(&p, fc.projected);
-	put(&p, "</div><div class=\"muted\">between ");
-	money(&p, fc.low);
-	put(&p, " and ");
-	money(&p, fc.high);
-	put(&p, " at the last 7 days' pace</div></div>");
+	    "<div class=\"muted\">the %s invoice of %s</div></div>",
+	    current ? "Month to date" : "Month", exact->valuestring, total->valuestring,
+	    cJSON_IsString(status) ? status->valuestring : "draft", month_name);
+	if (current) {
+		put(&p, "<div class=\"card\"><h2>Forecast for the month</h2><div class=\"big\" "
+		        "id=\"forecast\">");
+		money(&p, fc.projected);
+		put(&p, "</div><div class=\"muted\">between ");
+		money(&p, fc.low);
+		put(&p, " and ");
+		money(&p, fc.high);
+		put(&p, " at the last 7 days' pace</div></div>");
+	}
 	char text[128];
 	if (st.a.has_cap) {
 		char a[METER_MONEY_BUF], b[METER_MONEY_BUF];
@@ -488,33 +551,18 @@ void h_dashboard(struct req *r)
 		char id[160];
 		meter_money cost;
 		int64_t measured, billed;
-	} *sbs = calloc((size_t)PQntuples(usage) + 1, sizeof *sbs);
+	} sbs[10];
 	int n = 0;
-	for (int i = 0; sbs && i < PQntuples(usage); i++) {
-		struct meter_usage u = {0};
-		struct meter_cost cost;
-		int64_t plan;
-		const struct meter_plan *pl = NULL;
-		if (!col_int(usage, i, 1, &plan) || !db_col_usage(usage, i, 2, &u))
-			continue;
-		for (size_t k = 0; k < nplans; k++)
-			if (plans[k].id == plan)
-				pl = &plans[k];
-		if (pl == NULL || meter_usage_cost(&u, pl, &cost))
-			continue;
-		if (n == 0 || strcmp(sbs[n - 1].id, PQgetvalue(usage, i, 0)) != 0)
-			snprintf(sbs[n++].id, sizeof sbs[0].id, "%s", PQgetvalue(usage, i, 0));
-		sbs[n - 1].cost += cost.total;
-		sbs[n - 1].measured += (int64_t)u.cpu_measured_us; /* one sandbox's month */
-		sbs[n - 1].billed += (int64_t)u.cpu_billed_us;
+	for (int i = 0; i < PQntuples(usage) && n < 10; i++) {
+		struct sb *x = &sbs[n];
+		snprintf(x->id, sizeof x->id, "%s", PQgetvalue(usage, i, 0));
+		/* one sandbox's month: far from 64 bits */
+		if (meter_decimal_parse(PQgetvalue(usage, i, 1), 0, false, &x->cost) == METER_OK &&
+		    meter_decimal_parse(PQgetvalue(usage, i, 2), 0, false, &x->measured) ==
+		            METER_OK &&
+		    meter_decimal_parse(PQgetvalue(usage, i, 3), 0, false, &x->billed) == METER_OK)
+			n++;
 	}
-	for (int i = 0; i < n; i++) /* the ten that cost most first */
-		for (int k = i + 1; k < n; k++)
-			if (sbs[k].cost > sbs[i].cost) {
-				struct sb t = sbs[i];
-				sbs[i] = sbs[k];
-				sbs[k] = t;
-			}
 	put(&p, "<section><h2>Sandboxes that cost most</h2><table><tr><th>Sandbox</th>"
 	        "<th class=\"num\">CPU used</th><th class=\"num\">CPU billed</th>"
 	        "<th class=\"num\">Cost</th></tr>");
@@ -531,7 +579,8 @@ void h_dashboard(struct req *r)
 		put(&p, "</td></tr>");
 	}
 	if (n == 0)
-		put(&p, "<tr><td colspan=\"4\" class=\"muted\">no usage this month yet</td></tr>");
+		put(&p, "<tr><td colspan=\"4\" class=\"muted\">no usage in %s</td></tr>",
+		    month_name);
 	put(&p, "</table></section><section><h2>Exports of %s</h2><p>", month_name);
 	const char *kinds[][2] = {{"focus", "FOCUS CSV (for FinOps tools)"},
 	                          {"usage", "usage per sandbox (CSV)"}};
@@ -547,8 +596,7 @@ void h_dashboard(struct req *r)
 	put(&p, "</p></section>");
 	put(&p, "<p class=\"muted\">Amounts: cents rounded half up, the exact "
 	        "amount on hover. Daily figures are at list prices; the trial's credit is in the "
-	        "month to date.</p>");
-	free(sbs);
+	        "month's total.</p>");
 	finish(r, &p, 200);
 out:
 	cJSON_Delete(inv);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "api/account.h"
+#include "api/cursor.h"
 #include "api/queries.h"
 #include "api/routes.h"
 #include "common/db.h"
@@ -372,6 +373,87 @@ void h_sandbox_get(struct req *r)
 	PGresult *res = c ? sandbox_visible(r, c, r->param[0]) : NULL;
 	if (res)
 		reply_json(r, 200, sandbox_json(res, 0));
+	PQclear(res);
+}
+
+/*
+ * GET /v1/accounts/{id}/sandboxes: the account's sandboxes by id (byte order),
+ * a page at a time: running or stopped ones (status), those whose life meets
+ * [from, to) (either may be left out). A sandbox's id never changes, so the
+ * cursor (the last id of the page) is stable whatever happens meanwhile.
+ */
+void h_sandbox_list(struct req *r)
+{
+	static const struct in_field f[] = {
+	        {"status", IN_ENUM, 0, 0, 0, false, "running|stopped"},
+	        {"from", IN_TIME, 0, 0, 0, false, NULL},
+	        {"to", IN_TIME, 0, 0, 0, false, NULL},
+	        {"limit", IN_DECIMAL, 0, 1, 1000, false, NULL},
+	        {"cursor", IN_TEXT, 0, 0, CURSOR_BUF - 1, false, NULL},
+	};
+	struct in_value v[5];
+	struct problem p;
+	const char *id = r->param[0];
+	char after[160] = "";
+	if (!in_query(r->args, r->nargs, f, 5, v, &p)) {
+		reply_problem(r, &p);
+		return;
+	}
+	if (v[1].set && v[2].set && v[2].num <= v[1].num) {
+		reply_problemf(r, 422, "invalid-range", "Invalid range",
+		               "\"to\" must be after \"from\"");
+		return;
+	}
+	if (v[4].set && !cursor_after_read(v[4].text, after, sizeof after)) {
+		reply_problemf(r, 422, "invalid-cursor", "Invalid cursor",
+		               "not a cursor this API gave: pass next_cursor as it came");
+		return;
+	}
+	if (!req_may_see(r, id))
+		return;
+	PGconn *c = req_read_db(r);
+	if (c == NULL)
+		return;
+	int64_t limit = v[3].set ? v[3].num : 100;
+	char ns[24], fs[24], ts[24];
+	snprintf(ns, sizeof ns, "%lld", (long long)(limit + 1));
+	snprintf(fs, sizeof fs, "%lld", (long long)v[1].num);
+	snprintf(ts, sizeof ts, "%lld", (long long)v[2].num);
+	const char *pa[] = {id};
+	PGresult *acc = q_exec(c, Q_ACCOUNT, 1, pa), *res = NULL;
+	if (PQresultStatus(acc) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not read the account", acc);
+		goto out;
+	}
+	if (PQntuples(acc) != 1) {
+		reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found", id);
+		goto out;
+	}
+	const char *params[] = {id,
+	                        after,
+	                        ns,
+	                        v[0].set ? v[0].text : NULL,
+	                        v[1].set ? fs : NULL,
+	                        v[2].set ? ts : NULL};
+	res = q_exec_planned(c, Q_SANDBOX_LIST, 6, params);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not list the sandboxes", res);
+		goto out;
+	}
+	int n = PQntuples(res), shown = n > limit ? (int)limit : n;
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "account_id", id);
+	cJSON *arr = cJSON_AddArrayToObject(o, "sandboxes");
+	for (int i = 0; i < shown; i++)
+		cJSON_AddItemToArray(arr, sandbox_json(res, i));
+	char next[CURSOR_BUF];
+	if (n > limit && cursor_after(PQgetvalue(res, shown - 1, 0), next, sizeof next))
+		cJSON_AddStringToObject(o, "next_cursor", next);
+	else
+		cJSON_AddNullToObject(o, "next_cursor");
+	reply_json(r, 200, o);
+out:
+	PQclear(acc);
 	PQclear(res);
 }
 

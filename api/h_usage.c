@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "api/account.h"
+#include "api/cursor.h"
 #include "api/plancache.h"
 #include "api/queries.h"
 #include "api/routes.h"
@@ -108,13 +109,19 @@ bool data_as_of(struct req *r, PGconn *c, const char *id, char *out, size_t len)
 	return ok;
 }
 
-/* The from and to query parameters of a usage range; false when it has answered. */
-static bool read_range(struct req *r, struct in_value v[2])
+/*
+ * The from and to query parameters of a usage range, then the fields more
+ * (nmore of them, at most 6) into v[2...]; false when it has answered.
+ */
+static bool read_range_with(struct req *r, const struct in_field *more, size_t nmore,
+                            struct in_value *v)
 {
-	static const struct in_field f[] = {{"from", IN_TIME, 0, 0, 0, true, NULL},
-	                                    {"to", IN_TIME, 0, 0, 0, true, NULL}};
+	struct in_field f[8] = {{"from", IN_TIME, 0, 0, 0, true, NULL},
+	                        {"to", IN_TIME, 0, 0, 0, true, NULL}};
 	struct problem p;
-	if (!in_query(r->args, r->nargs, f, 2, v, &p)) {
+	for (size_t i = 0; i < nmore && i < 6; i++)
+		f[2 + i] = more[i];
+	if (!in_query(r->args, r->nargs, f, 2 + nmore, v, &p)) {
 		reply_problem(r, &p);
 		return false;
 	}
@@ -126,26 +133,246 @@ static bool read_range(struct req *r, struct in_value v[2])
 	return true;
 }
 
+/* The from and to query parameters of a usage range; false when it has answered. */
+static bool read_range(struct req *r, struct in_value v[2])
+{
+	return read_range_with(r, NULL, 0, v);
+}
+
+#define PAGE_DEFAULT 100
+#define PAGE_MAX     1000
+
+/* A page of an account's usage: its sandboxes' ids in order, and what comes after. */
+struct page {
+	char (*ids)[160];
+	int n;
+	int64_t listing, offset, count; /* listing 0: no listing (the page is everything) */
+};
+
+static void reply_bad_cursor(struct req *r, const char *why)
+{
+	reply_problemf(r, 422, "invalid-cursor", "Invalid cursor", "%s", why);
+}
+
+/* Adds the ids of res (column col, from row first) to the page. */
+static bool page_take(struct page *pg, const PGresult *res, int first, int col)
+{
+	int rows = PQntuples(res);
+	pg->ids = calloc((size_t)(rows > 0 ? rows : 1), sizeof *pg->ids);
+	if (pg->ids == NULL)
+		return false;
+	for (int i = first; i < rows; i++)
+		snprintf(pg->ids[pg->n++], sizeof pg->ids[0], "%s", PQgetvalue(res, i, col));
+	return true;
+}
+
+/* The page of listing at offset (the primary's: a replica may not have it yet). */
+static bool page_of_listing(struct req *r, const char *id, int64_t from, int64_t to, int64_t limit,
+                            struct page *pg)
+{
+	PGconn *c = req_db(r);
+	if (c == NULL)
+		return false;
+	char ls[24], os[24], ns[24];
+	snprintf(ls, sizeof ls, "%lld", (long long)pg->listing);
+	snprintf(os, sizeof os, "%lld", (long long)pg->offset);
+	snprintf(ns, sizeof ns, "%lld", (long long)limit);
+	const char *params[] = {id, ls, os, ns};
+	PGresult *res = q_exec(c, Q_LISTING_PAGE, 4, params);
+	bool ok = false;
+	int64_t rf, rt;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not read the listing", res);
+	} else if (PQntuples(res) == 0) {
+		reply_bad_cursor(r, "the cursor names no listing of this account (listings are "
+		                    "kept a day): start again without one");
+	} else if (!col_int(res, 0, 1, &rf) || !col_int(res, 0, 2, &rt) ||
+	           !col_int(res, 0, 3, &pg->count)) {
+		reply_db_error(r, "could not read the listing", NULL);
+	} else if (rf != from || rt != to) {
+		reply_bad_cursor(r, "the cursor belongs to another range: give the from and to of "
+		                    "its first page");
+	} else if (pg->offset > pg->count) {
+		reply_bad_cursor(r, "the cursor is past the end of its listing");
+	} else if (!page_take(pg, res, 1, 4)) {
+		reply_problemf(r, 500, "internal", "Internal error", "out of memory");
+	} else {
+		ok = true;
+	}
+	PQclear(res);
+	return ok;
+}
+
+/*
+ * The first page: the limit costliest sandboxes of the range (then by id);
+ * when there are more, a listing of them all is kept (usage_listings) and the
+ * page is its start, so the pages after it follow one order.
+ */
+static bool first_page(struct req *r, PGconn *c, const char *id, const char *fs, const char *ts,
+                       const char *month, int64_t limit, struct page *pg)
+{
+	char ns[24];
+	snprintf(ns, sizeof ns, "%lld", (long long)(limit + 1));
+	const char *pr[] = {id, fs, ts, ns}, *pm[] = {id, month, ns};
+	PGresult *res = month ? q_exec_planned(c, Q_RANK_MONTH, 3, pm)
+	                      : q_exec_planned(c, Q_RANK_RANGE, 4, pr);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not rank the sandboxes", res);
+		PQclear(res);
+		return false;
+	}
+	if (PQntuples(res) <= limit) {
+		bool ok = page_take(pg, res, 0, 0);
+		pg->count = pg->n;
+		PQclear(res);
+		if (!ok)
+			reply_problemf(r, 500, "internal", "Internal error", "out of memory");
+		return ok;
+	}
+	PQclear(res);
+	PGconn *w = req_db(r);
+	if (w == NULL)
+		return false;
+	const char *pl[] = {id, fs, ts, month};
+	res = month ? q_exec_planned(w, Q_LISTING_MONTH, 4, pl)
+	            : q_exec_planned(w, Q_LISTING_RANGE, 3, pl);
+	bool ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+	          col_int(res, 0, 0, &pg->listing);
+	if (!ok)
+		reply_db_error(r, "could not keep the listing", res);
+	PQclear(res);
+	int64_t from, to;
+	return ok && meter_decimal_parse(fs, 0, true, &from) == METER_OK &&
+	       meter_decimal_parse(ts, 0, true, &to) == METER_OK &&
+	       page_of_listing(r, id, from, to, limit, pg);
+}
+
+/* ids as a PostgreSQL array literal (malloc'd), or NULL. */
+static char *ids_array(const struct page *pg)
+{
+	size_t len = 3;
+	for (int i = 0; i < pg->n; i++)
+		len += 2 * strlen(pg->ids[i]) + 3;
+	char *s = malloc(len), *p = s;
+	if (s == NULL)
+		return NULL;
+	*p++ = '{';
+	for (int i = 0; i < pg->n; i++) {
+		if (i > 0)
+			*p++ = ',';
+		*p++ = '"';
+		for (const char *q = pg->ids[i]; *q; q++) {
+			if (*q == '"' || *q == '\\')
+				*p++ = '\\';
+			*p++ = *q;
+		}
+		*p++ = '"';
+	}
+	*p++ = '}';
+	*p = '\0';
+	return s;
+}
+
+/* Usage of the page's sandboxes in the range, in the page's order, into per (n of them). */
+static bool page_usage(struct req *r, PGconn *c, const char *id, const char *fs, const char *ts,
+                       const struct page *pg, struct tally *per)
+{
+	for (int i = 0; i < pg->n; i++)
+		snprintf(per[i].id, sizeof per[i].id, "%s", pg->ids[i]);
+	if (pg->n == 0)
+		return true;
+	char *arr = ids_array(pg);
+	if (arr == NULL) {
+		reply_problemf(r, 500, "internal", "Internal error", "out of memory");
+		return false;
+	}
+	const char *params[] = {id, fs, ts, arr};
+	PGresult *res = q_exec_planned(c, Q_USAGE_OF, 4, params);
+	free(arr);
+	bool ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+	if (!ok)
+		reply_db_error(r, "could not read usage", res);
+	for (int row = 0; ok && row < PQntuples(res); row++) {
+		const char *sb = PQgetvalue(res, row, 0);
+		int k = 0;
+		while (k < pg->n && strcmp(per[k].id, sb) != 0)
+			k++;
+		struct meter_usage u;
+		int64_t plan;
+		ok = k < pg->n && col_int(res, row, 1, &plan) && db_col_usage(res, row, 2, &u) &&
+		     tally_add(&per[k], plan, &u);
+		if (!ok)
+			reply_problemf(r, 500, "internal", "Internal error",
+			               "usage cannot be summed");
+	}
+	PQclear(res);
+	return ok;
+}
+
+/* The account's totals over the range, whole: account_month for a month. */
+static bool totals(struct req *r, PGconn *c, const char *id, const char *fs, const char *ts,
+                   const char *month, struct tally *all)
+{
+	const char *pr[] = {id, fs, ts}, *pm[] = {id, month};
+	PGresult *res = month ? q_exec(c, Q_USAGE_MONTH_TOTALS, 2, pm)
+	                      : q_exec_planned(c, Q_USAGE_TOTALS, 3, pr);
+	bool ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+	if (!ok)
+		reply_db_error(r, "could not read usage", res);
+	for (int row = 0; ok && row < PQntuples(res); row++) {
+		struct meter_usage u;
+		int64_t plan;
+		ok = col_int(res, row, 0, &plan) && db_col_usage(res, row, 1, &u) &&
+		     tally_add(all, plan, &u);
+		if (!ok)
+			reply_problemf(r, 500, "internal", "Internal error",
+			               "usage cannot be summed");
+	}
+	PQclear(res);
+	return ok;
+}
+
+/*
+ * GET /v1/accounts/{id}/usage: the account's usage over whole hours, its
+ * totals whole, its sandboxes a page at a time, costliest first (then by
+ * id). A range of one calendar month is ranked from sandbox_month_cost.
+ */
 void h_usage(struct req *r)
 {
-	struct in_value v[2];
+	static const struct in_field more[] = {
+	        {"limit", IN_DECIMAL, 0, 1, PAGE_MAX, false, NULL},
+	        {"cursor", IN_TEXT, 0, 0, CURSOR_BUF - 1, false, NULL},
+	};
+	struct in_value v[4];
 	const char *id = r->param[0];
-	if (!read_range(r, v))
+	if (!read_range_with(r, more, 2, v))
 		return;
+	int64_t limit = v[2].set ? v[2].num : PAGE_DEFAULT;
+	struct page pg = {0};
+	if (v[3].set && !cursor_listing_read(v[3].text, &pg.listing, &pg.offset)) {
+		reply_bad_cursor(r, "not a cursor this API gave: pass next_cursor as it came");
+		return;
+	}
 	if (!req_may_see(r, id))
 		return;
 	PGconn *c = req_read_db(r);
 	struct meter_plan *plans = NULL;
 	size_t nplans = 0;
+	struct tally *per = NULL, all = {0};
 	if (c == NULL)
 		return;
 	/* Whole hours: from rounded down, to rounded up. */
 	int64_t from = meter_hour_of(v[0].num + 1), to = meter_hour_of(v[1].num) + 3600000000;
-	char fs[24], ts[24], asof[METER_TIME_BUF], when[METER_TIME_BUF];
+	char fs[24], ts[24], asof[METER_TIME_BUF], when[METER_TIME_BUF], month[16];
 	snprintf(fs, sizeof fs, "%lld", (long long)from);
 	snprintf(ts, sizeof ts, "%lld", (long long)to);
-	const char *params[] = {id, fs, ts};
-	PGresult *acc = q_exec(c, Q_ACCOUNT, 1, params), *res = NULL;
+	bool one_month = from == meter_month_start(from) && to == meter_month_next(from);
+	if (one_month) {
+		meter_time_format(from, when, sizeof when);
+		snprintf(month, sizeof month, "%.7s-01", when);
+	}
+	const char *params[] = {id};
+	PGresult *acc = q_exec(c, Q_ACCOUNT, 1, params);
 	if (PQresultStatus(acc) != PGRES_TUPLES_OK) {
 		reply_db_error(r, "could not read the account", acc);
 		goto out;
@@ -157,40 +384,40 @@ void h_usage(struct req *r)
 	/* data_as_of first: every sample that arrived before it is in what follows. */
 	if (!data_as_of(r, c, id, asof, sizeof asof) || !load_plans(r, c, &plans, &nplans))
 		goto out;
-	res = q_exec_planned(c, Q_USAGE, 3, params);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		reply_db_error(r, "could not read usage", res);
+	if (!(pg.listing ? page_of_listing(r, id, from, to, limit, &pg)
+	                 : first_page(r, c, id, fs, ts, one_month ? month : NULL, limit, &pg)))
+		goto out;
+	per = calloc((size_t)pg.n + 1, sizeof *per);
+	if (per == NULL) {
+		reply_problemf(r, 500, "internal", "Internal error", "out of memory");
 		goto out;
 	}
-	int n = PQntuples(res);
-	struct tally *per = calloc((size_t)n + 1, sizeof *per), all = {0};
-	int nsb = 0;
-	bool ok = per != NULL;
-	for (int i = 0; ok && i < n; i++) {
-		struct meter_usage u;
-		int64_t plan;
-		const char *sb = PQgetvalue(res, i, 0);
-		if (nsb == 0 || strcmp(per[nsb - 1].id, sb) != 0)
-			snprintf(per[nsb++].id, sizeof per[0].id, "%s", sb);
-		ok = col_int(res, i, 1, &plan) && db_col_usage(res, i, 2, &u) &&
-		     tally_add(&per[nsb - 1], plan, &u) && tally_add(&all, plan, &u);
-	}
+	if (!page_usage(r, c, id, fs, ts, &pg, per) ||
+	    !totals(r, c, id, fs, ts, one_month ? month : NULL, &all))
+		goto out;
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "account_id", id);
 	meter_time_format(from, when, sizeof when);
 	cJSON_AddStringToObject(o, "from", when);
 	meter_time_format(to, when, sizeof when);
 	cJSON_AddStringToObject(o, "to", when);
-	ok = ok && fill(o, &all, plans, nplans);
+	bool ok = fill(o, &all, plans, nplans);
 	cJSON_AddStringToObject(o, "data_as_of", asof);
+	cJSON_AddNumberToObject(o, "sandbox_count", (double)pg.count);
 	cJSON *arr = cJSON_AddArrayToObject(o, "sandboxes");
-	for (int i = 0; ok && i < nsb; i++) {
+	for (int i = 0; ok && i < pg.n; i++) {
 		cJSON *s = cJSON_CreateObject();
 		cJSON_AddItemToArray(arr, s);
 		cJSON_AddStringToObject(s, "id", per[i].id);
 		ok = fill(s, &per[i], plans, nplans);
 	}
-	free(per);
+	if (pg.listing && pg.offset + limit < pg.count) {
+		char next[CURSOR_BUF];
+		cursor_listing(pg.listing, pg.offset + limit, next, sizeof next);
+		cJSON_AddStringToObject(o, "next_cursor", next);
+	} else {
+		cJSON_AddNullToObject(o, "next_cursor");
+	}
 	if (ok) {
 		reply_json(r, 200, o);
 	} else {
@@ -198,9 +425,10 @@ void h_usage(struct req *r)
 		reply_problemf(r, 500, "internal", "Internal error", "usage cannot be summed");
 	}
 out:
+	free(pg.ids);
+	free(per);
 	free(plans);
 	PQclear(acc);
-	PQclear(res);
 }
 
 void h_trial(struct req *r)

@@ -13,6 +13,13 @@
 #define SANDBOX_COLS                                                                               \
 	"id, account_id, vcpus::text, memory_gib::text, " US("started_at") ", " US(                \
 	        "stopped_at") ", " US("registered_at") ", ended_by"
+#define RANGE_COSTS                                                                                \
+	"SELECT u.sandbox_id, sum(meter_part_nano(u.cb, u.mem, p.cpu_vcpu_hour, "                  \
+	"p.memory_gib_hour)) cost FROM (SELECT sandbox_id, price_plan_id, sum(cpu_billed_us) cb, " \
+	"sum(memory_mgib_us) mem FROM usage_hourly WHERE account_id = $1 AND hour >= " TS(         \
+	        "$2") " AND hour < " TS("$3") " GROUP BY 1, 2) u "                                 \
+	                                      "JOIN price_plans p ON p.id = u.price_plan_id "      \
+	                                      "GROUP BY 1"
 #define SUMS                                                                                       \
 	"sum(cpu_measured_us), sum(cpu_billed_us), sum(busy_us), sum(idle_us), sum(wall_us), "     \
 	"sum(memory_mgib_us)"
@@ -100,14 +107,60 @@ static const char *const sql[Q_COUNT] = {
                                  "from_ts = least(rollup_queue.from_ts, EXCLUDED.from_ts), "
                                  "queued_at = least(rollup_queue.queued_at, EXCLUDED.queued_at), "
                                  "waiting = NULL, waiting_kind = NULL, retry_after = NULL",
-        [Q_USAGE] = "SELECT sandbox_id, price_plan_id, " SUMS " FROM usage_hourly "
-                    "WHERE account_id = $1 AND hour >= " TS("$2") " AND hour < " TS(
-                            "$3") " "
-                                  "GROUP BY sandbox_id, price_plan_id ORDER BY sandbox_id, "
-                                  "price_plan_id",
-        /* From the queue's oldest ready marks, each sandbox looked up by its key, to
-         * the first of this account's: never the account's whole list of sandboxes
-         * (there is no index on sandboxes.account_id for stopped ones). */
+        [Q_USAGE_TOTALS] = "SELECT price_plan_id, " SUMS " FROM usage_hourly "
+                           "WHERE account_id = $1 AND hour >= " TS("$2") " AND hour < " TS(
+                                   "$3") " GROUP BY price_plan_id ORDER BY price_plan_id",
+        [Q_USAGE_MONTH_TOTALS] = "SELECT price_plan_id, cpu_measured_us, cpu_billed_us, "
+                                 "busy_us, idle_us, wall_us, memory_mgib_us FROM account_month "
+                                 "WHERE account_id = $1 AND month = $2::date "
+                                 "ORDER BY price_plan_id",
+        [Q_USAGE_OF] = "SELECT sandbox_id, price_plan_id, " SUMS " FROM usage_hourly "
+                       "WHERE account_id = $1 AND sandbox_id = ANY ($4::text[]) "
+                       "AND hour >= " TS("$2") " AND hour < " TS(
+                               "$3") " GROUP BY sandbox_id, price_plan_id",
+        /* A sandbox's cost over a range: per plan, CPU and memory each priced once
+         * (meter_part_nano, migrations/0019), as the answer prices it. */
+        [Q_RANK_RANGE] = "SELECT sandbox_id FROM (" RANGE_COSTS ") x "
+                         "ORDER BY cost DESC, sandbox_id COLLATE \"C\" LIMIT $4",
+        [Q_RANK_MONTH] = "SELECT sandbox_id FROM sandbox_month_cost "
+                         "WHERE account_id = $1 AND month = $2::date "
+                         "ORDER BY cost_nano DESC, sandbox_id COLLATE \"C\" LIMIT $3",
+        [Q_TOP_MONTH] = "SELECT sandbox_id, cost_nano, cpu_measured_us, cpu_billed_us "
+                        "FROM sandbox_month_cost WHERE account_id = $1 AND month = $2::date "
+                        "ORDER BY cost_nano DESC, sandbox_id COLLATE \"C\" LIMIT $3",
+        [Q_LISTING_RANGE] = "INSERT INTO usage_listings (account_id, range_from, range_to, ids) "
+                            "SELECT $1::meter_id, " TS("$2") ", " TS(
+                                    "$3") ", coalesce(array_agg(sandbox_id::text "
+                                          "ORDER BY cost DESC, sandbox_id COLLATE "
+                                          "\"C\"), '{}') FROM (" RANGE_COSTS ") x "
+                                          "RETURNING id, cardinality(ids)",
+        [Q_LISTING_MONTH] =
+                "INSERT INTO usage_listings (account_id, range_from, range_to, ids) "
+                "SELECT $1::meter_id, " TS("$2") ", " TS(
+                        "$3") ", coalesce(array_agg(sandbox_id::text "
+                              "ORDER BY cost_nano DESC, sandbox_id COLLATE \"C\"), '{}') "
+                              "FROM sandbox_month_cost WHERE account_id = $1 AND month = $4::date "
+                              "RETURNING id, cardinality(ids)",
+        [Q_LISTING_PAGE] =
+                "WITH l AS (SELECT * FROM usage_listings WHERE account_id = $1 AND id = $2) "
+                "SELECT 0, " US("range_from") ", " US(
+                        "range_to") ", cardinality(ids), NULL "
+                                    "FROM l UNION ALL "
+                                    "SELECT 1, x.k, NULL, NULL, x.id FROM l, "
+                                    "unnest(l.ids[$3::int + 1 : $3::int + $4::int]) WITH "
+                                    "ORDINALITY x(id, k) "
+                                    "ORDER BY 1, 2",
+        /* Sandboxes of an account by id (byte order) after $2, whose life meets
+         * [$5, $6) (either may be NULL), running or stopped ($4, NULL: both). */
+        [Q_SANDBOX_LIST] = "SELECT " SANDBOX_COLS " FROM sandboxes "
+                           "WHERE account_id = $1 AND id COLLATE \"C\" > $2::text COLLATE \"C\" "
+                           "AND ($4::text IS NULL OR ($4 = 'running') = (stopped_at IS NULL)) "
+                           "AND ($6::bigint IS NULL OR coalesce(started_at, registered_at) < " TS(
+                                   "$6") ") "
+                                         "AND ($5::bigint IS NULL OR stopped_at IS NULL OR "
+                                         "stopped_at >= " TS("$5") ") "
+                                                                   "ORDER BY id COLLATE \"C\" "
+                                                                   "LIMIT $3",
         [Q_DATA_AS_OF] = "SELECT " US(
                 "coalesce((SELECT q.queued_at FROM rollup_queue q JOIN sandboxes s ON s.id = "
                 "q.sandbox_id WHERE q.waiting IS NULL AND s.account_id = $1 ORDER BY "

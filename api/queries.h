@@ -24,7 +24,17 @@ enum query {
 	Q_SANDBOX_STOP,  /* id, stopped µs -> id, when the platform's stop moved */
 	Q_SANDBOX_ENDS,  /* -> stopped_at, ended_by of sandbox $1 from its stops and ends */
 	Q_MARK,          /* sandbox, from µs (NULL: everything) -> queue a re-rating */
-	Q_USAGE,         /* account, from µs, to µs -> per sandbox and plan sums */
+	Q_USAGE_TOTALS,  /* account, from µs, to µs -> per plan sums */
+	Q_USAGE_MONTH_TOTALS, /* account, month (date) -> per plan sums (account_month) */
+	Q_USAGE_OF,      /* account, from µs, to µs, ids -> per sandbox and plan sums of those */
+	Q_RANK_RANGE,    /* account, from µs, to µs, n -> the n costliest sandboxes (then id) */
+	Q_RANK_MONTH,    /* account, month (date), n -> the same from sandbox_month_cost */
+	Q_TOP_MONTH,     /* account, month (date), n -> the costliest: id, cost nano, measured,
+	                  * billed µs */
+	Q_LISTING_RANGE, /* account, from µs, to µs -> a listing of every sandbox: id, count */
+	Q_LISTING_MONTH, /* account, from µs, to µs, month (date) -> the same for a month */
+	Q_LISTING_PAGE,  /* account, listing, offset, n -> its range and count, then its ids */
+	Q_SANDBOX_LIST,  /* account, after id, n, status, from µs, to µs -> sandboxes by id */
 	Q_DATA_AS_OF,    /* account -> oldest pending mark of its sandboxes, or now (µs) */
 	Q_SANDBOX_HOURS, /* account, sandbox, from µs, to µs -> per hour and plan sums */
 	Q_SANDBOX_PEAK,  /* sandbox, from µs, to µs -> peak memory bytes and the last limit */

@@ -1839,6 +1839,15 @@ bool rollup_upkeep(PGconn *c, int64_t retention_us, char *err, size_t errlen)
 		log_info("partitions: made %s monthly partition(s) of samples ahead",
 		         PQgetvalue(r, 0, 0));
 	PQclear(r);
+	/* Usage listings (GET /v1/accounts/{id}/usage pages) are kept a day. */
+	r = upkeep_step(c,
+	                "WITH gone AS (DELETE FROM usage_listings "
+	                "WHERE created_at < now() - interval '1 day' RETURNING 1) "
+	                "SELECT count(*) FROM gone",
+	                0, NULL, err, errlen);
+	if (r == NULL)
+		return false;
+	PQclear(r);
 	if (retention_us <= 0)
 		return true;
 	char keep[48];

@@ -12,6 +12,7 @@ const struct route routes[] = {
         {"GET", "/v1/accounts/{id}", AUTH_ANY, h_account_get, false},
         {"PATCH", "/v1/accounts/{id}", AUTH_ADMIN, h_account_patch, false},
         {"GET", "/v1/accounts/{id}/usage", AUTH_ANY, h_usage, false},
+        {"GET", "/v1/accounts/{id}/sandboxes", AUTH_ANY, h_sandbox_list, false},
         {"GET", "/v1/accounts/{id}/trial", AUTH_ANY, h_trial, false},
         {"GET", "/v1/accounts/{id}/invoices/{month}", AUTH_ANY, h_invoice, false},
         {"GET", "/v1/accounts/{id}/forecast", AUTH_ANY, h_forecast, false},

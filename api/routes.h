@@ -23,6 +23,7 @@ void h_account_get(struct req *r);
 void h_account_patch(struct req *r);
 void h_sandbox_new(struct req *r);
 void h_sandbox_get(struct req *r);
+void h_sandbox_list(struct req *r);
 void h_sandbox_stop(struct req *r);
 void h_quota_check(struct req *r);
 

@@ -56,6 +56,9 @@ CREATE TABLE usage_listings (
 );
 CREATE INDEX usage_listings_created ON usage_listings (created_at);
 
+-- An account's sandboxes by id, for GET /v1/accounts/{id}/sandboxes.
+CREATE INDEX sandboxes_account_id ON sandboxes (account_id, id COLLATE "C");
+
 -- The cost of one plan's part, in nano-dollars: quantity x price, half up, in
 -- integers (the C side's meter_usage_cost).
 CREATE FUNCTION meter_part_nano(cpu_billed_us numeric, memory_mgib_us numeric,

@@ -20,6 +20,7 @@
 #include "api/routes.h"
 #include "common/db.h"
 #include "common/keys.h"
+#include "meter/decimal.h"
 #include "meter/invoice.h"
 #include "meter/rating.h"
 #include "meter/timefmt.h"
@@ -1461,6 +1462,13 @@ static void the_dashboard_in_headless_chromium(void **state)
 	    "INSERT INTO account_month SELECT account_id, date_trunc('month', now())::date, "
 	    "price_plan_id, sum(cpu_measured_us), sum(cpu_billed_us), sum(busy_us), sum(idle_us), "
 	    "sum(wall_us), sum(memory_mgib_us) FROM usage_hourly GROUP BY 1, 3");
+	/* and the sandbox's month, as the rollup keeps it */
+	sql(f,
+	    "INSERT INTO sandbox_month SELECT account_id, date_trunc('month', now())::date, "
+	    "sandbox_id, price_plan_id, sum(cpu_measured_us), sum(cpu_billed_us), sum(busy_us), "
+	    "sum(idle_us), sum(wall_us), sum(memory_mgib_us) FROM usage_hourly GROUP BY 1, 3, 4");
+	sql(f, "SELECT meter_sandbox_month_costs(ARRAY['acme'], ARRAY['sb-1'], "
+	       "ARRAY[date_trunc('month', now())::date])");
 	time_t now = time(NULL);
 	char month[16], path[96], url[160];
 	strftime(month, sizeof month, "%Y-%m", gmtime(&now));
@@ -1818,6 +1826,254 @@ static void the_horizon_passing_default_rows_keeps_both_reads_equal(void **state
 	same_as_raw(f, "hz", "2026-09-25T01:00:00Z", NULL, sorted, m);
 }
 
+/* ---- large accounts: pages ---- */
+
+/* GET path as admin; the answer, which must be want. */
+static cJSON *get_json(struct fx *f, const char *path, int want)
+{
+	struct http_res r = call(f, "GET", path, f->admin, NULL);
+	if (r.status != want)
+		fail_msg("GET %s: %d %s, wanted %d", path, r.status, r.body ? r.body : "", want);
+	cJSON *o = http_json(&r);
+	http_free(&r);
+	if (o == NULL)
+		fail_msg("GET %s: not JSON", path);
+	return o;
+}
+
+static int64_t nano_of(cJSON *o, const char *name)
+{
+	int64_t v;
+	if (meter_decimal_parse(str(o, name), 9, true, &v) != METER_OK)
+		fail_msg("%s is not a decimal", name);
+	return v;
+}
+
+#define NPAGED 250
+
+/*
+ * Walks every page of path (a query string ending in limit=...), noting each
+ * sandbox seen in seen[] (by its number, p-001 ... p-250); after the second
+ * page, when land is set, sandboxes the first pages have not shown gain usage
+ * enough to rank first. Checks each page is in order (cost down, then id) and
+ * next_cursor ends it. Returns the pages walked.
+ */
+static int walk(struct fx *f, const char *path, int seen[NPAGED + 1], bool land)
+{
+	char url[512], cursor[256] = "";
+	int pages = 0;
+	for (;;) {
+		snprintf(url, sizeof url, "%s%s%s", path, cursor[0] ? "&cursor=" : "", cursor);
+		cJSON *o = get_json(f, url, 200);
+		assert_int_equal(cJSON_GetObjectItem(o, "sandbox_count")->valueint, NPAGED);
+		cJSON *arr = cJSON_GetObjectItem(o, "sandboxes"), *s;
+		int64_t last_cost = INT64_MAX;
+		char last_id[64] = "";
+		cJSON_ArrayForEach(s, arr)
+		{
+			const char *id = str(s, "id");
+			int64_t cost = nano_of(s, "cost_exact");
+			/* the first page is ranked as it stands: cost down, then id */
+			if (pages == 0)
+				assert_true(cost < last_cost ||
+				            (cost == last_cost && strcmp(id, last_id) > 0));
+			last_cost = cost;
+			snprintf(last_id, sizeof last_id, "%s", id);
+			int k = atoi(id + 2);
+			assert_true(k >= 1 && k <= NPAGED);
+			seen[k]++;
+		}
+		pages++;
+		cJSON *next = cJSON_GetObjectItem(o, "next_cursor");
+		if (cJSON_IsNull(next)) {
+			cJSON_Delete(o);
+			return pages;
+		}
+		snprintf(cursor, sizeof cursor, "%s", next->valuestring);
+		cJSON_Delete(o);
+		if (land && pages == 2) {
+			/* usage lands on the ones not shown yet: they jump to the top */
+			for (int k = 1; k <= NPAGED; k += 7)
+				if (seen[k] == 0) {
+					char q[256];
+					snprintf(
+					        q, sizeof q,
+					        "INSERT INTO samples (sandbox_id, incarnation, ts, "
+					        "host, "
+					        "cpu_usage_us) SELECT id, 1, started_at + interval "
+					        "'20 minutes', 'h', 900000000 FROM sandboxes "
+					        "WHERE id = 'p-%03d'",
+					        k);
+					sql(f, q);
+				}
+			wait_rollups(f);
+		}
+	}
+}
+
+/*
+ * 250 sandboxes of an account in October 2026, costs with ties. Its usage,
+ * 40 a page, lists every sandbox once, costliest first, whether the range is
+ * the month (ranked from sandbox_month_cost) or any other (ranked from the
+ * hours), also while usage lands between the pages; the totals are the
+ * account's, whole. Bad cursors and limits are 422s. The sandboxes list
+ * pages by id.
+ */
+static void an_account_of_many_sandboxes_is_listed_a_page_at_a_time(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	sql(f, "INSERT INTO accounts (id, name, plan, trial_grant_seconds) VALUES "
+	       "('pg', 'Pages', 'paid', 0)");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	       "SELECT 'p-' || lpad(k::text, 3, '0'), 'pg', 1, 1, "
+	       "'2026-10-05T00:00:00Z'::timestamptz + k * interval '1 minute', "
+	       "'2026-10-05T00:10:00Z'::timestamptz + k * interval '1 minute' "
+	       "FROM generate_series(1, 250) k");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) "
+	       "SELECT 'p-' || lpad(k::text, 3, '0'), 1, "
+	       "'2026-10-05T00:05:00Z'::timestamptz + k * interval '1 minute', 'h', "
+	       "(k % 50) * 5000000::bigint FROM generate_series(1, 250) k");
+	wait_rollups(f);
+	const char *month = "/v1/accounts/pg/usage?from=2026-10-01T00:00:00Z"
+	                    "&to=2026-11-01T00:00:00Z&limit=40",
+	           *range = "/v1/accounts/pg/usage?from=2026-10-04T00:00:00Z"
+	                    "&to=2026-10-06T00:00:00Z&limit=40";
+	int seen[NPAGED + 1];
+	/* the pages' CPU adds up to the totals' */
+	memset(seen, 0, sizeof seen);
+	assert_int_equal(walk(f, month, seen, false), 7);
+	for (int k = 1; k <= NPAGED; k++)
+		assert_int_equal(seen[k], 1);
+	memset(seen, 0, sizeof seen);
+	assert_int_equal(walk(f, range, seen, false), 7);
+	for (int k = 1; k <= NPAGED; k++)
+		assert_int_equal(seen[k], 1);
+	/* the same ranking both ways, and the totals whole */
+	cJSON *a = get_json(f,
+	                    "/v1/accounts/pg/usage?from=2026-10-01T00:00:00Z"
+	                    "&to=2026-11-01T00:00:00Z&limit=1000",
+	                    200),
+	      *b = get_json(f, range, 200);
+	cJSON *sa = cJSON_GetObjectItem(a, "sandboxes"), *sb = cJSON_GetObjectItem(b, "sandboxes");
+	int64_t cpu = 0;
+	cJSON *x;
+	cJSON_ArrayForEach(x, sa) cpu += nano_of(x, "cpu_seconds");
+	assert_int_equal(cpu, nano_of(a, "cpu_seconds"));
+	assert_true(cJSON_IsNull(cJSON_GetObjectItem(a, "next_cursor")));
+	for (int i = 0; i < 40; i++)
+		assert_string_equal(str(cJSON_GetArrayItem(sa, i), "id"),
+		                    str(cJSON_GetArrayItem(sb, i), "id"));
+	char bad[512];
+	snprintf(bad, sizeof bad, "%s&cursor=%s", month,
+	         cJSON_GetObjectItem(b, "next_cursor")->valuestring);
+	cJSON_Delete(get_json(f, bad, 422)); /* another range's cursor */
+	cJSON_Delete(a);
+	cJSON_Delete(b);
+	cJSON_Delete(get_json(f,
+	                      "/v1/accounts/pg/usage?from=2026-10-01T00:00:00Z"
+	                      "&to=2026-11-01T00:00:00Z&cursor=bm90LWEtY3Vyc29y",
+	                      422));
+	cJSON_Delete(get_json(f,
+	                      "/v1/accounts/pg/usage?from=2026-10-01T00:00:00Z"
+	                      "&to=2026-11-01T00:00:00Z&cursor=bDo5OTk5OTk6MA",
+	                      422)); /* l:999999:0, no such listing */
+	cJSON_Delete(get_json(f,
+	                      "/v1/accounts/pg/usage?from=2026-10-01T00:00:00Z"
+	                      "&to=2026-11-01T00:00:00Z&limit=0",
+	                      422));
+	cJSON_Delete(get_json(f,
+	                      "/v1/accounts/pg/usage?from=2026-10-01T00:00:00Z"
+	                      "&to=2026-11-01T00:00:00Z&limit=1001",
+	                      422));
+	/* acme's key cannot follow pg's cursor, nor see pg at all */
+	struct http_res r = call(f, "GET", month, f->acct, NULL);
+	assert_int_equal(r.status, 404);
+	http_free(&r);
+	/* while usage lands between pages: still every sandbox once */
+	memset(seen, 0, sizeof seen);
+	walk(f, month, seen, true);
+	for (int k = 1; k <= NPAGED; k++)
+		assert_int_equal(seen[k], 1);
+	/* the new order is the next listing's: the ones that gained rank first */
+	cJSON *top = get_json(f,
+	                      "/v1/accounts/pg/usage?from=2026-10-01T00:00:00Z"
+	                      "&to=2026-11-01T00:00:00Z&limit=1",
+	                      200);
+	const char *first = str(cJSON_GetArrayItem(cJSON_GetObjectItem(top, "sandboxes"), 0), "id");
+	assert_int_equal((atoi(first + 2) - 1) % 7, 0);
+	cJSON_Delete(top);
+
+	/* the sandboxes by id, 100 a page; running ones; those alive in a window */
+	char url[512], cursor[256] = "";
+	int n = 0, pages = 0;
+	for (;;) {
+		snprintf(url, sizeof url, "/v1/accounts/pg/sandboxes?limit=100%s%s",
+		         cursor[0] ? "&cursor=" : "", cursor);
+		cJSON *o = get_json(f, url, 200);
+		cJSON_ArrayForEach(x, cJSON_GetObjectItem(o, "sandboxes"))
+		{
+			char want[16];
+			snprintf(want, sizeof want, "p-%03d", ++n);
+			assert_string_equal(str(x, "id"), want);
+		}
+		pages++;
+		cJSON *next = cJSON_GetObjectItem(o, "next_cursor");
+		bool last = cJSON_IsNull(next);
+		if (!last)
+			snprintf(cursor, sizeof cursor, "%s", next->valuestring);
+		cJSON_Delete(o);
+		if (last)
+			break;
+	}
+	assert_int_equal(n, NPAGED);
+	assert_int_equal(pages, 3);
+	cJSON *o = get_json(f, "/v1/accounts/pg/sandboxes?status=running", 200);
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(o, "sandboxes")), 0);
+	cJSON_Delete(o);
+	/* alive between 00:30 and 00:40: started before 00:40 and stopped at 00:30 or later */
+	o = get_json(f,
+	             "/v1/accounts/pg/sandboxes?from=2026-10-05T00:30:00Z&to=2026-10-05T00:40:00Z",
+	             200);
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(o, "sandboxes")), 20);
+	assert_string_equal(str(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "sandboxes"), 0), "id"),
+	                    "p-020");
+	cJSON_Delete(o);
+	/* the dashboard of October: its ten costliest, in the usage's order, and the months
+	 * around it; a month that is not one, or has not begun, is refused */
+	cJSON *ten = get_json(f,
+	                      "/v1/accounts/pg/usage?from=2026-10-01T00:00:00Z"
+	                      "&to=2026-11-01T00:00:00Z&limit=10",
+	                      200);
+	r = call(f, "GET", "/dashboard?account=pg&month=2026-10", f->admin, NULL);
+	assert_int_equal(r.status, 200);
+	const char *at = r.body;
+	cJSON_ArrayForEach(x, cJSON_GetObjectItem(ten, "sandboxes"))
+	{
+		char link[96];
+		snprintf(link, sizeof link, "href=\"/dashboard/sandboxes/%s\"", str(x, "id"));
+		at = strstr(at, link);
+		if (at == NULL)
+			fail_msg("the dashboard does not list %s in the usage's order",
+			         str(x, "id"));
+	}
+	assert_non_null(strstr(r.body, "/dashboard?month=2026-09&amp;account=pg"));
+	assert_non_null(strstr(r.body, "/dashboard?month=2026-11&amp;account=pg"));
+	http_free(&r);
+	cJSON_Delete(ten);
+	const char *bad_months[] = {"2026-13", "2026-1", "26-10", "2099-01", "2026-10x"};
+	for (size_t i = 0; i < sizeof bad_months / sizeof bad_months[0]; i++) {
+		char path[96];
+		snprintf(path, sizeof path, "/dashboard?account=pg&month=%s", bad_months[i]);
+		r = call(f, "GET", path, f->admin, NULL);
+		assert_int_equal(r.status, 400);
+		http_free(&r);
+	}
+	cJSON_Delete(get_json(f, "/v1/accounts/pg/sandboxes?cursor=bDoxOjA", 422));
+	cJSON_Delete(get_json(f, "/v1/accounts/pg/sandboxes?status=gone", 422));
+	cJSON_Delete(get_json(f, "/v1/accounts/nobody/sandboxes", 404));
+}
+
 int main(void)
 {
 	/* Raw partitions are dropped by the one test that means to (the test data is old). */
@@ -1860,6 +2116,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                the_forecast_projects_the_last_seven_days_over_the_days_left, setup,
 	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                an_account_of_many_sandboxes_is_listed_a_page_at_a_time, setup, teardown),
 	        cmocka_unit_test_setup_teardown(the_dashboard_in_headless_chromium, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(spent_trials_and_reached_caps_refuse_new_sandboxes,
