@@ -96,17 +96,22 @@ bool cursor_listing_read(const char *text, int64_t *listing, int64_t *offset)
 	       number(colon + 1, raw + strlen(raw), offset) && *listing > 0;
 }
 
+/* The longest id a cursor carries: any id (common/ids.h) fits. */
+#define ID_MAX 128
+
 bool cursor_after(const char *id, char *out, size_t len)
 {
-	char raw[160];
-	int n = snprintf(raw, sizeof raw, "s:%s", id);
-	return n > 2 && (size_t)n < sizeof raw &&
-	       encode((const unsigned char *)raw, (size_t)n, out, len);
+	char raw[ID_MAX + 3];
+	size_t n = strlen(id);
+	if (n == 0 || n > ID_MAX)
+		return false;
+	snprintf(raw, sizeof raw, "s:%s", id);
+	return encode((const unsigned char *)raw, n + 2, out, len);
 }
 
 bool cursor_after_read(const char *text, char *id, size_t len)
 {
-	char raw[160];
+	char raw[ID_MAX + 3];
 	if (!decode(text, raw, sizeof raw) || strncmp(raw, "s:", 2) != 0 || raw[2] == '\0' ||
 	    strlen(raw + 2) >= len)
 		return false;

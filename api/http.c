@@ -158,6 +158,12 @@ void reply_problemf(struct req *r, unsigned status, const char *type, const char
 	reply_problem(r, &p);
 }
 
+/* Each statement of the request's route runs at most this long (route.h). */
+static unsigned req_timeout_ms(const struct req *r)
+{
+	return r->route && r->route->timeout_ms ? r->route->timeout_ms : ROUTE_TIMEOUT_MS;
+}
+
 void reply_db_error(struct req *r, const char *what, const PGresult *res)
 {
 	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
@@ -167,6 +173,24 @@ void reply_db_error(struct req *r, const char *what, const PGresult *res)
 		 */
 		reply_problemf(r, 422, "invalid-value", "Invalid value", "%s: %s", what,
 		               msg ? msg : "a value was refused");
+		return;
+	}
+	if (code && strcmp(code, "57014") == 0) {
+		/* statement_timeout: the route's bound (api/routes.c) */
+		log_warn("%s %s: %s: a statement ran past %u ms and was cancelled", r->method,
+		         r->path, what, req_timeout_ms(r));
+		reply_problemf(r, 503, "timeout", "Timed out",
+		               "%s: it took longer than this request may (%u ms); try again later "
+		               "or ask for less",
+		               what, req_timeout_ms(r));
+		return;
+	}
+	if (code && strcmp(code, "55P03") == 0) {
+		/* lock_timeout: another request holds what this one needs */
+		log_warn("%s %s: %s: a lock was not granted in time", r->method, r->path, what);
+		reply_problemf(r, 503, "busy", "Busy",
+		               "%s: another request holds what this one needs; try again shortly",
+		               what);
 		return;
 	}
 	pool_count_error(r->srv->pool);
@@ -185,6 +209,10 @@ PGconn *req_db(struct req *r)
 	if (r->db)
 		return r->db;
 	r->db = pool_take(r->srv->pool, 2000, err, sizeof err);
+	if (r->db && !pool_set_timeout(r->srv->pool, r->db, req_timeout_ms(r), err, sizeof err)) {
+		pool_give(r->srv->pool, r->db);
+		r->db = NULL;
+	}
 	if (r->db == NULL) {
 		log_warn("%s %s: %s", r->method, r->path, err);
 		reply_problemf(r, 503, "database-unavailable", "Database unavailable",
@@ -195,8 +223,16 @@ PGconn *req_db(struct req *r)
 
 PGconn *req_read_db(struct req *r)
 {
-	if (r->rdb == NULL && r->srv->replica)
+	char err[512];
+	if (r->rdb == NULL && r->srv->replica) {
 		r->rdb = replica_take(r->srv->replica);
+		if (r->rdb && !replica_set_timeout(r->srv->replica, r->rdb, req_timeout_ms(r), err,
+		                                   sizeof err)) {
+			log_warn("%s %s: replica: %s", r->method, r->path, err);
+			replica_give(r->srv->replica, r->rdb);
+			r->rdb = NULL;
+		}
+	}
 	return r->rdb ? r->rdb : req_db(r);
 }
 
@@ -601,6 +637,7 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 	        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, s,
 	        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
 	        (unsigned)cfg->threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->conn_limit,
+	        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->conn_limit_per_ip,
 	        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout_s,
 	        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
 	        on_connection, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);

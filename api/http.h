@@ -31,6 +31,7 @@ struct server_config {
 	unsigned threads;           /* request threads */
 	unsigned pool_size;         /* database connections */
 	unsigned conn_limit;        /* open HTTP connections */
+	unsigned conn_limit_per_ip; /* of them from one address (0: no bound) */
 	unsigned timeout_s;         /* idle connection timeout */
 	unsigned request_timeout_s; /* a whole request must arrive within it */
 	int64_t invoice_grace_us;   /* after a month ends, before its invoice is final */

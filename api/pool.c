@@ -15,6 +15,7 @@
 struct slot {
 	PGconn *conn;
 	bool busy;
+	unsigned timeout_ms; /* the statement_timeout set on conn; 0: the server's */
 };
 
 struct pool {
@@ -62,6 +63,17 @@ void pool_free(struct pool *p)
 static PGconn *open_conn(struct pool *p, char *err, size_t errlen)
 {
 	PGconn *c = db_connect(p->url, err, errlen);
+	/* bounded from the start: preparing the statements may wait on a lock too */
+	char sql[128];
+	snprintf(sql, sizeof sql, "SET statement_timeout = %d; SET lock_timeout = %d",
+	         POOL_LOCK_TIMEOUT_MS, POOL_LOCK_TIMEOUT_MS);
+	PGresult *r = c ? PQexec(c, sql) : NULL;
+	if (c && PQresultStatus(r) != PGRES_COMMAND_OK) {
+		snprintf(err, errlen, "could not set the statement timeout: %s", PQerrorMessage(c));
+		PQfinish(c);
+		c = NULL;
+	}
+	PQclear(r);
 	if (c && !queries_prepare(c, err, errlen)) {
 		PQfinish(c);
 		c = NULL;
@@ -125,8 +137,10 @@ PGconn *pool_take_ex(struct pool *p, int wait_ms, bool *unreachable, char *err, 
 		PQfinish(s->conn);
 		s->conn = NULL;
 	}
-	if (s->conn == NULL)
+	if (s->conn == NULL) {
 		s->conn = open_conn(p, err, errlen);
+		s->timeout_ms = 0;
+	}
 	if (s->conn == NULL) {
 		*unreachable = true;
 		atomic_fetch_add(&p->errors, 1);
@@ -154,6 +168,28 @@ void pool_give(struct pool *p, PGconn *c)
 		}
 	pthread_cond_signal(&p->freed);
 	pthread_mutex_unlock(&p->mu);
+}
+
+bool pool_set_timeout(struct pool *p, PGconn *c, unsigned ms, char *err, size_t errlen)
+{
+	struct slot *s = NULL;
+	/* the caller holds c: its slot is not touched by another thread meanwhile */
+	for (size_t i = 0; i < p->size && !s; i++)
+		if (p->slots[i].conn == c)
+			s = &p->slots[i];
+	if (s == NULL || s->timeout_ms == ms)
+		return true;
+	char sql[128];
+	snprintf(sql, sizeof sql, "SET statement_timeout = %u; SET lock_timeout = %u", ms,
+	         ms < POOL_LOCK_TIMEOUT_MS ? ms : POOL_LOCK_TIMEOUT_MS);
+	PGresult *r = PQexec(c, sql);
+	bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+	if (ok)
+		s->timeout_ms = ms;
+	else
+		snprintf(err, errlen, "could not set the statement timeout: %s", PQerrorMessage(c));
+	PQclear(r);
+	return ok;
 }
 
 void pool_count_error(struct pool *p)

@@ -32,6 +32,16 @@ PGconn *pool_take_ex(struct pool *p, int wait_ms, bool *unreachable, char *err, 
 /* Gives a connection back; broken ones are closed and reopened later. */
 void pool_give(struct pool *p, PGconn *c);
 
+/* The longest wait for a lock of any statement of a request (lock_timeout), in ms. */
+#define POOL_LOCK_TIMEOUT_MS 5000
+
+/*
+ * Sets how long each statement of c may run (statement_timeout, ms) and wait
+ * for a lock (lock_timeout: the same, at most POOL_LOCK_TIMEOUT_MS), unless
+ * c has them already: a SET only when a request of another kind had c last.
+ */
+bool pool_set_timeout(struct pool *p, PGconn *c, unsigned ms, char *err, size_t errlen);
+
 /* Counts database errors for /metrics. */
 void pool_count_error(struct pool *p);
 unsigned long pool_errors(struct pool *p);

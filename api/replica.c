@@ -196,3 +196,8 @@ void replica_status(struct replica *rp, struct replica_status *out)
 	*out = rp->st;
 	pthread_mutex_unlock(&rp->mu);
 }
+
+bool replica_set_timeout(struct replica *rp, PGconn *c, unsigned ms, char *err, size_t errlen)
+{
+	return pool_set_timeout(rp->pool, c, ms, err, errlen);
+}

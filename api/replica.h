@@ -48,6 +48,9 @@ PGconn *replica_take(struct replica *rp);
 /* Gives it back; a broken connection marks the replica down until the next check. */
 void replica_give(struct replica *rp, PGconn *c);
 
+/* pool_set_timeout for a connection of replica_take. */
+bool replica_set_timeout(struct replica *rp, PGconn *c, unsigned ms, char *err, size_t errlen);
+
 void replica_status(struct replica *rp, struct replica_status *out);
 
 const char *replica_state_name(enum replica_state s);

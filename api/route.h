@@ -23,7 +23,11 @@ struct route {
 	enum auth_need auth;
 	handler_fn handler;
 	bool page; /* a page for people: the session cookie counts, and no login sends to /login */
+	unsigned timeout_ms; /* each statement's longest run (0: ROUTE_TIMEOUT_MS) */
 };
+
+/* How long a statement of a route that says nothing may run. */
+#define ROUTE_TIMEOUT_MS 10000
 
 /* A path cut at its slashes (empty parts dropped), the parts pointing into buf. */
 struct route_path {

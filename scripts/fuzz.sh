@@ -32,9 +32,10 @@ declare -A extra=(
 	[mountinfo]="$here/collector/layout.c $here/collector/cgroup.c"
 	[spool]="$here/collector/spool.c $here/common/log.c"
 	[text]=""
+	[cursor]="$here/api/cursor.c"
 )
 status=0
-for t in json query auth route opts cgroup mountinfo spool text; do
+for t in json query auth route opts cgroup mountinfo spool text cursor; do
 	bin=$out/fuzz_$t
 	# shellcheck disable=SC2086
 	clang "${cflags[@]}" "$here/tests/fuzz/fuzz_$t.c" ${extra[$t]} "${core[@]}" "${libs[@]}" -o "$bin"

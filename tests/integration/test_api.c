@@ -9,11 +9,15 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -2074,6 +2078,110 @@ static void an_account_of_many_sandboxes_is_listed_a_page_at_a_time(void **state
 	cJSON_Delete(get_json(f, "/v1/accounts/nobody/sandboxes", 404));
 }
 
+/* ---- bounded requests ---- */
+
+/* A TCP connection to the API on port, or -1. */
+static int tcp(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+static double mono_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/*
+ * No request waits without bound. A quota check that finds what it reads
+ * locked is answered 503 within its route's bound (1 s), as is a
+ * registration that waits on its account's row (2 s); neither changes
+ * anything, and both go through once the lock is gone. One address may hold
+ * only so many connections (--max-connections-per-ip): one more is closed
+ * unanswered, and a place freed serves again.
+ */
+static void requests_are_bounded(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	const char *q = "{\"account_id\": \"acme\", \"vcpus\": 1, \"memory_gib\": 1}";
+	/* a connection opened first: a new one waits on the lock while it prepares (5 s) */
+	struct http_res w = call(f, "POST", "/v1/quota/check", f->acct, q);
+	assert_int_equal(w.status, 200);
+	http_free(&w);
+	sql(f, "BEGIN");
+	sql(f, "LOCK TABLE sandboxes IN ACCESS EXCLUSIVE MODE");
+	double t = mono_s();
+	struct http_res r = call(f, "POST", "/v1/quota/check", f->acct, q);
+	double took = mono_s() - t;
+	assert_int_equal(r.status, 503);
+	cJSON *o = http_json(&r);
+	const char *type = str(o, "type");
+	assert_true(strstr(type, "timeout") || strstr(type, "busy"));
+	cJSON_Delete(o);
+	http_free(&r);
+	assert_true(took < 4.0);
+	sql(f, "ROLLBACK");
+	sql(f, "BEGIN");
+	sql(f, "SELECT 1 FROM accounts WHERE id = 'acme' FOR UPDATE");
+	t = mono_s();
+	r = call(
+	        f, "POST", "/v1/sandboxes", f->admin,
+	        "{\"id\": \"sb-wait\", \"account_id\": \"acme\", \"vcpus\": 1, \"memory_gib\": 1}");
+	took = mono_s() - t;
+	assert_int_equal(r.status, 503);
+	http_free(&r);
+	assert_true(took >= 1.5 && took < 5.0);
+	sql(f, "ROLLBACK");
+	assert_int_equal(num(f, "SELECT count(*) FROM sandboxes WHERE id = 'sb-wait'"), 0);
+	r = call(f, "POST", "/v1/quota/check", f->acct, q);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	r = call(
+	        f, "POST", "/v1/sandboxes", f->admin,
+	        "{\"id\": \"sb-wait\", \"account_id\": \"acme\", \"vcpus\": 1, \"memory_gib\": 1}");
+	assert_int_equal(r.status, 201);
+	http_free(&r);
+
+	/* four connections from this address at most */
+	api_stop(&f->api);
+	assert_true(api_start(&f->api, METER_API_BIN, f->db.url, "--max-connections-per-ip=4"));
+	int fds[4];
+	for (int i = 0; i < 4; i++) {
+		fds[i] = tcp(f->api.port);
+		assert_true(fds[i] >= 0);
+	}
+	usleep(200000);
+	int extra = tcp(f->api.port);
+	char buf[256];
+	const char *req = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	ssize_t got = 0;
+	if (extra >= 0) {
+		if (write(extra, req, strlen(req)) > 0) {
+			struct timeval tv = {.tv_sec = 3};
+			setsockopt(extra, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+			got = read(extra, buf, sizeof buf);
+		}
+		close(extra);
+	}
+	assert_true(got <= 0); /* closed unanswered */
+	close(fds[0]);
+	usleep(200000);
+	r = call(f, "GET", "/healthz", NULL, NULL);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	for (int i = 1; i < 4; i++)
+		close(fds[i]);
+}
+
 int main(void)
 {
 	/* Raw partitions are dropped by the one test that means to (the test data is old). */
@@ -2118,6 +2226,7 @@ int main(void)
 	                teardown),
 	        cmocka_unit_test_setup_teardown(
 	                an_account_of_many_sandboxes_is_listed_a_page_at_a_time, setup, teardown),
+	        cmocka_unit_test_setup_teardown(requests_are_bounded, setup, teardown),
 	        cmocka_unit_test_setup_teardown(the_dashboard_in_headless_chromium, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(spent_trials_and_reached_caps_refuse_new_sandboxes,
