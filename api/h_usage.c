@@ -11,6 +11,7 @@
 #include "api/routes.h"
 #include "common/db.h"
 #include "common/export.h"
+#include "common/log.h"
 #include "common/invoicedb.h"
 #include "common/month.h"
 #include "common/plans.h"
@@ -764,6 +765,29 @@ out:
  * the dashboard at /dashboard/exports/{YYYY-MM} (an admin adds ?account=ID):
  * CSV files for finance tools (common/export.h), as downloads.
  */
+/* An export being sent (common/export.h), a piece at a time. */
+struct export_answer {
+	struct req *r;
+	struct export *e;
+};
+
+static ssize_t export_piece(void *cls, char *buf, size_t max)
+{
+	struct export_answer *a = cls;
+	char err[256];
+	ssize_t n = export_read(a->e, buf, max, err, sizeof err);
+	if (n < 0)
+		log_warn("%s %s: the export stopped: %s", a->r->method, a->r->path, err);
+	return n;
+}
+
+static void export_done(void *cls)
+{
+	struct export_answer *a = cls;
+	export_close(a->e);
+	free(a);
+}
+
 static void export_answer(struct req *r, const char *id, const char *month_text, const char *format)
 {
 	static const struct in_field mf[] = {{"month", IN_MONTH, 0, 0, 0, true, NULL}};
@@ -796,15 +820,18 @@ static void export_answer(struct req *r, const char *id, const char *month_text,
 	}
 	PQclear(acc);
 	bool focus = strcmp(format, "focus") == 0;
-	char *csv = focus ? export_focus(c, id, mv[0].num, plans, nplans, err, sizeof err)
-	                  : export_usage(c, id, mv[0].num, plans, nplans, err, sizeof err);
+	struct export_answer *a = calloc(1, sizeof *a);
+	if (a != NULL) {
+		a->r = r;
+		a->e = export_open(c, id, mv[0].num, focus, plans, nplans, err, sizeof err);
+	}
 	free(plans);
-	if (csv == NULL) {
-		reply_db_error(r, err, NULL);
+	if (a == NULL || a->e == NULL) {
+		free(a);
+		reply_db_error(r, a ? err : "the export cannot be made: out of memory", NULL);
 		return;
 	}
-	reply_text(r, 200, "text/csv; charset=utf-8", csv, strlen(csv));
-	free(csv);
+	reply_stream(r, 200, "text/csv; charset=utf-8", export_piece, a, export_done);
 }
 
 void h_export(struct req *r)

@@ -88,6 +88,58 @@ static void queue(struct req *r, unsigned status, const char *type, const char *
 	r->answered = true;
 }
 
+/* A streamed answer's reader (reply_stream). */
+struct stream {
+	reply_reader read;
+	void (*done)(void *cls);
+	void *cls;
+};
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)pos;
+	struct stream *st = cls;
+	ssize_t n = st->read(st->cls, buf, max);
+	return n > 0    ? n
+	       : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM
+	                : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void stream_free(void *cls)
+{
+	struct stream *st = cls;
+	if (st->done)
+		st->done(st->cls);
+	free(st);
+}
+
+void reply_stream(struct req *r, unsigned status, const char *content_type, reply_reader read,
+                  void *cls, void (*done)(void *cls))
+{
+	struct stream *st = r->answered ? NULL : malloc(sizeof *st);
+	struct MHD_Response *resp = NULL;
+	if (st != NULL) {
+		*st = (struct stream){.read = read, .done = done, .cls = cls};
+		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read,
+		                                         st, stream_free);
+	}
+	if (resp == NULL) {
+		if (st == NULL && done)
+			done(cls);
+		else if (st != NULL)
+			stream_free(st);
+		if (!r->answered)
+			reply_problemf(r, 500, "internal", "Internal error", "out of memory");
+		return;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	MHD_queue_response(r->mhd_conn, status, resp);
+	MHD_destroy_response(resp);
+	r->status = status;
+	r->answered = true;
+}
+
 void reply_text(struct req *r, unsigned status, const char *content_type, const char *text,
                 size_t len)
 {

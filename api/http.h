@@ -87,6 +87,17 @@ PGconn *req_read_db(struct req *r);
 bool req_may_see(struct req *r, const char *account_id);
 
 void reply_json(struct req *r, unsigned status, cJSON *body); /* takes body */
+/*
+ * Answers status with a body read a piece at a time (chunked):
+ * read(cls, buf, max) gives how many bytes it wrote, 0 at the end, -1 on an
+ * error (the answer is then cut short: its status is gone already). done(cls)
+ * runs once the answer is over, sent or not. The request's database
+ * connections stay its own until then.
+ */
+typedef ssize_t (*reply_reader)(void *cls, char *buf, size_t max);
+void reply_stream(struct req *r, unsigned status, const char *content_type, reply_reader read,
+                  void *cls, void (*done)(void *cls));
+
 void reply_text(struct req *r, unsigned status, const char *content_type, const char *text,
                 size_t len);
 void reply_problem(struct req *r, const struct problem *p);

@@ -157,6 +157,17 @@ void pool_give(struct pool *p, PGconn *c)
 {
 	if (c == NULL)
 		return;
+	/* A streamed read left in mid-way (a client gone): cancelled, its rows drained. */
+	if (PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) == PQTRANS_ACTIVE) {
+		PGcancel *cancel = PQgetCancel(c);
+		char why[256];
+		if (cancel) {
+			PQcancel(cancel, why, sizeof why);
+			PQfreeCancel(cancel);
+		}
+		for (PGresult *r; (r = PQgetResult(c)) != NULL;)
+			PQclear(r);
+	}
 	/* A request that failed in mid-transaction leaves nothing open behind it. */
 	if (PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) != PQTRANS_IDLE)
 		PQclear(PQexec(c, "ROLLBACK"));

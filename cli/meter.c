@@ -352,18 +352,13 @@ static int run_export(const struct opt_val *v)
 		return 1;
 	struct meter_plan *plans = NULL;
 	size_t nplans = 0;
-	char *csv = NULL;
-	if (plans_load(c, &plans, &nplans, err, sizeof err))
-		csv = focus ? export_focus(c, v[0].str, month, plans, nplans, err, sizeof err)
-		            : export_usage(c, v[0].str, month, plans, nplans, err, sizeof err);
-	if (csv)
-		fputs(csv, stdout);
-	else
+	bool ok = plans_load(c, &plans, &nplans, err, sizeof err) &&
+	          export_write(c, v[0].str, month, focus, plans, nplans, stdout, err, sizeof err);
+	if (!ok)
 		log_error("export: %s", err);
-	free(csv);
 	free(plans);
 	PQfinish(c);
-	return csv ? 0 : 1;
+	return ok ? 0 : 1;
 }
 
 /* ---- parked ---- */

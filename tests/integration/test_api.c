@@ -24,6 +24,7 @@
 #include "api/routes.h"
 #include "common/db.h"
 #include "common/keys.h"
+#include "meter/allocate.h"
 #include "meter/decimal.h"
 #include "meter/invoice.h"
 #include "meter/rating.h"
@@ -2078,6 +2079,124 @@ static void an_account_of_many_sandboxes_is_listed_a_page_at_a_time(void **state
 	cJSON_Delete(get_json(f, "/v1/accounts/nobody/sandboxes", 404));
 }
 
+/* ---- large accounts: streamed exports ---- */
+
+static int tcp(int port);
+
+#define NBIG 100000
+
+/*
+ * An account of 100,000 sandboxes in a month (rows written straight into the
+ * rollups). Its FOCUS export streams (chunked, whole) 200,000 usage rows; the
+ * CPU line's shares are those meter_allocate gives in C for the same weights
+ * (many equal: ties go to the earlier id), one by one, and each line's shares
+ * add up to its amount exactly. The usage
+ * CSV has a row a sandbox.
+ */
+static void an_export_of_100000_sandboxes_streams_and_adds_up(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	sql(f, "INSERT INTO accounts (id, name, plan, trial_grant_seconds) VALUES "
+	       "('big', 'Big', 'paid', 0)");
+	sql(f, "INSERT INTO usage_hourly (account_id, sandbox_id, hour, price_plan_id, "
+	       "cpu_measured_us, cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us) "
+	       "SELECT 'big', 'b-' || lpad(k::text, 6, '0'), "
+	       "'2026-10-05T00:00:00Z'::timestamptz + (k % 24) * interval '1 hour', 1, "
+	       "(k * 7919) % 1000003, (k % 997) * 1000 + 90000, 0, 3600000000, 3600000000, "
+	       "(k % 13 + 1) * 3600000000000::bigint FROM generate_series(1, 100000) k");
+	sql(f, "INSERT INTO account_month SELECT account_id, '2026-10-01', price_plan_id, "
+	       "sum(cpu_measured_us), sum(cpu_billed_us), sum(busy_us), sum(idle_us), "
+	       "sum(wall_us), sum(memory_mgib_us) FROM usage_hourly WHERE account_id = 'big' "
+	       "GROUP BY 1, 3");
+	cJSON *inv = get_json(f, "/v1/accounts/big/invoices/2026-10", 200);
+	int64_t line_cpu = -1, line_mem = -1;
+	cJSON *l;
+	cJSON_ArrayForEach(l, cJSON_GetObjectItem(inv, "lines"))
+	{
+		if (strcmp(str(l, "item"), "cpu") == 0)
+			line_cpu = nano_of(l, "amount_exact");
+		if (strcmp(str(l, "item"), "memory") == 0)
+			line_mem = nano_of(l, "amount_exact");
+	}
+	cJSON_Delete(inv);
+	assert_true(line_cpu > 0 && line_mem > 0);
+
+	struct http_res r =
+	        call(f, "GET", "/v1/accounts/big/exports/2026-10?format=focus", f->admin, NULL);
+	assert_int_equal(r.status, 200);
+	assert_false(r.cut);
+	/* the shares meter_allocate gives, in the order of the ids */
+	int64_t *w = calloc(NBIG, sizeof *w);
+	meter_money *want = calloc(NBIG, sizeof *want);
+	assert_non_null(w);
+	assert_non_null(want);
+	for (int k = 1; k <= NBIG; k++)
+		w[k - 1] = (k % 997) * 1000 + 90000; /* equal weights: ties of the remainders */
+	assert_int_equal(meter_allocate(line_cpu, w, NBIG, want), METER_OK);
+	char *save = NULL, *fields[32];
+	int rows = 0, cpu_rows = 0, mem_rows = 0;
+	meter_money cpu_sum = 0, mem_sum = 0;
+	for (char *line = strtok_r(r.body, "\r\n", &save); line;
+	     line = strtok_r(NULL, "\r\n", &save)) {
+		assert_int_equal(csv_split(line, fields, 32), 19);
+		if (rows++ == 0)
+			continue;
+		int64_t cost;
+		assert_int_equal(meter_decimal_parse(fields[16], 9, true, &cost), METER_OK);
+		if (strncmp(fields[6], "CPU", 3) == 0) {
+			char id[16];
+			snprintf(id, sizeof id, "b-%06d", cpu_rows + 1);
+			assert_string_equal(fields[7], id);
+			if (cost != want[cpu_rows])
+				fail_msg("%s: BilledCost %lld nano-dollars, meter_allocate %lld",
+				         id, (long long)cost, (long long)want[cpu_rows]);
+			cpu_sum += cost;
+			cpu_rows++;
+		} else {
+			mem_sum += cost;
+			mem_rows++;
+		}
+	}
+	assert_int_equal(cpu_rows, NBIG);
+	assert_int_equal(mem_rows, NBIG);
+	assert_int_equal(cpu_sum, line_cpu);
+	assert_int_equal(mem_sum, line_mem);
+	http_free(&r);
+	free(w);
+	free(want);
+
+	/* a client that leaves in mid-export: its connection serves the next requests */
+	for (int i = 0; i < 3; i++) {
+		int fd = tcp(f->api.port);
+		char head[512], buf[65536];
+		int n = snprintf(head, sizeof head,
+		                 "GET /v1/accounts/big/exports/2026-10?format=focus HTTP/1.1\r\n"
+		                 "Host: x\r\nAuthorization: Bearer %s\r\n\r\n",
+		                 f->admin);
+		assert_true(fd >= 0 && write(fd, head, (size_t)n) == n);
+		assert_true(read(fd, buf, sizeof buf) > 0);
+		close(fd);
+	}
+	usleep(300000);
+	for (int i = 0; i < 20; i++) {
+		r = call(f, "GET",
+		         "/v1/accounts/big/usage?from=2026-10-01T00:00:00Z"
+		         "&to=2026-11-01T00:00:00Z&limit=5",
+		         f->admin, NULL);
+		assert_int_equal(r.status, 200);
+		http_free(&r);
+	}
+	r = call(f, "GET", "/v1/accounts/big/exports/2026-10?format=usage", f->admin, NULL);
+	assert_int_equal(r.status, 200);
+	assert_false(r.cut);
+	int lines = 0;
+	for (const char *p = r.body; (p = strstr(p, "\r\n")) != NULL; p += 2)
+		lines++;
+	assert_int_equal(lines, NBIG + 1);
+	http_free(&r);
+}
+
 /* ---- bounded requests ---- */
 
 /* A TCP connection to the API on port, or -1. */
@@ -2227,6 +2346,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                an_account_of_many_sandboxes_is_listed_a_page_at_a_time, setup, teardown),
 	        cmocka_unit_test_setup_teardown(requests_are_bounded, setup, teardown),
+	        cmocka_unit_test_setup_teardown(an_export_of_100000_sandboxes_streams_and_adds_up,
+	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(the_dashboard_in_headless_chromium, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(spent_trials_and_reached_caps_refuse_new_sandboxes,

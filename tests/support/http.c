@@ -20,6 +20,33 @@ void http_do(int port, const char *method, const char *path, const char *key, co
 	http_do_ex(port, method, path, key, body, body_len, NULL, res);
 }
 
+/* Decodes a chunked body in place; res->cut when it did not end with its last chunk. */
+static void unchunk(struct http_res *res)
+{
+	const char *p = res->body, *end = res->body + res->len;
+	size_t out = 0;
+	res->cut = true;
+	for (;;) {
+		char *after;
+		unsigned long size = strtoul(p, &after, 16);
+		const char *line_end = strstr(after, "\r\n");
+		if (after == p || line_end == NULL || line_end + 2 > end)
+			break;
+		p = line_end + 2;
+		if (size == 0) {
+			res->cut = false;
+			break;
+		}
+		if ((size_t)(end - p) < size + 2)
+			break;
+		memmove(res->body + out, p, size);
+		out += size;
+		p += size + 2;
+	}
+	res->len = out;
+	res->body[out] = '\0';
+}
+
 void http_do_ex(int port, const char *method, const char *path, const char *key, const char *body,
                 size_t body_len, const char *header, struct http_res *res)
 {
@@ -87,6 +114,8 @@ void http_do_ex(int port, const char *method, const char *path, const char *key,
 	res->body = malloc(res->len + 1);
 	memcpy(res->body, end + 4, res->len);
 	res->body[res->len] = '\0';
+	if (strcasestr(buf, "\r\nTransfer-Encoding: chunked"))
+		unchunk(res);
 	free(buf);
 }
 

@@ -17,6 +17,7 @@ struct http_res {
 	char location[256]; /* Location */
 	char cookie[256];   /* Set-Cookie */
 	size_t len;
+	bool cut; /* a chunked body that stopped before its last chunk */
 };
 
 /*
