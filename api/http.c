@@ -138,6 +138,7 @@ void reply_stream(struct req *r, unsigned status, const char *content_type, repl
 	MHD_destroy_response(resp);
 	r->status = status;
 	r->answered = true;
+	r->streaming = true;
 }
 
 void reply_text(struct req *r, unsigned status, const char *content_type, const char *text,
@@ -478,8 +479,10 @@ static void dispatch(struct req *r)
 	r->route->handler(r);
 	if (!r->answered)
 		reply_problemf(r, 500, "internal", "Internal error", "the request got no answer");
-	/* The answer is copied: give the connections back before it is sent. */
-	req_release(r->srv, r);
+	/* The answer is copied: give the connections back before it is sent (a streamed
+	 * answer keeps them until it is over: on_completed). */
+	if (!r->streaming)
+		req_release(r->srv, r);
 }
 
 static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,

@@ -64,6 +64,7 @@ struct req {
 	unsigned status;
 	bool answered;
 	void *mhd_conn; /* the struct MHD_Connection */
+	bool streaming; /* reply_stream: its connections stay until the answer is over */
 };
 
 /* Starts the server; NULL with err. Routes are api/routes.c's table. */

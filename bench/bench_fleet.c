@@ -46,6 +46,8 @@
  * could not run (or, with --queries, a plan reads samples with a Seq Scan).
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -435,6 +437,137 @@ static bool api_binary(char *out, size_t len)
  * when it could not run, a request failed, or a plan reads samples with a
  * Seq Scan.
  */
+/* ---- the largest account: dashboards and exports under load ---- */
+
+/* meter-api's resident memory, KiB (VmRSS), or -1. */
+static long rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long v = -1;
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "VmRSS: %ld kB", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+struct loader {
+	int port;
+	const char *key, *path;
+	atomic_bool *stop;
+	atomic_int *finished; /* counts the loaders done, when set */
+	int runs, failures;
+	size_t bytes;
+	double seconds;
+};
+
+/* Requests path again and again until *stop (or once, when stop is NULL). */
+static void *load(void *arg)
+{
+	struct loader *l = arg;
+	do {
+		struct http_res res;
+		double t = now_s();
+		http_do(l->port, "GET", l->path, l->key, NULL, 0, &res);
+		l->seconds += now_s() - t;
+		l->runs++;
+		l->failures += res.status != 200 || res.cut;
+		l->bytes += res.len;
+		http_free(&res);
+	} while (l->stop && !atomic_load(l->stop));
+	if (l->finished)
+		atomic_fetch_add(l->finished, 1);
+	return NULL;
+}
+
+/*
+ * The largest account's dashboard of the month; its FOCUS export (rows a
+ * second, and meter-api's memory while four run at once); the quota check
+ * while eight dashboards of that account load at once.
+ */
+static bool large_account(const struct api_proc *api, const char *key)
+{
+	char dash[1][256], focus[128];
+	snprintf(dash[0], sizeof dash[0], "/dashboard?account=acct-0000&month=2026-11");
+	snprintf(focus, sizeof focus, "/v1/accounts/acct-0000/exports/2026-11?format=focus");
+	struct latency d = {.name = "GET /dashboard (acct-0000, 2026-11)"}, q = {0};
+	if (!measure(api->port, key, "GET", dash, 1, NULL, 5, &d) ||
+	    !measure(api->port, key, "GET", dash, 1, NULL, 100, &d))
+		return false;
+	/* one export alone: its rows a second */
+	struct loader one = {.port = api->port, .key = key, .path = focus};
+	load(&one);
+	/* four at once: the memory meter-api grows by */
+	long base = rss_kib(api->pid), peak = base;
+	struct loader four[4];
+	pthread_t th[8];
+	atomic_int finished = 0;
+	for (int i = 0; i < 4; i++) {
+		four[i] = (struct loader){
+		        .port = api->port, .key = key, .path = focus, .finished = &finished};
+		pthread_create(&th[i], NULL, load, &four[i]);
+	}
+	atomic_bool done = false;
+	while (atomic_load(&finished) < 4) {
+		long v = rss_kib(api->pid);
+		peak = v > peak ? v : peak;
+		struct timespec ts = {0, 20000000};
+		nanosleep(&ts, NULL);
+	}
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	/* eight dashboards at once, and the quota check beside them */
+	struct loader eight[8];
+	for (int i = 0; i < 8; i++) {
+		eight[i] = (struct loader){
+		        .port = api->port, .key = key, .path = dash[0], .stop = &done};
+		pthread_create(&th[i], NULL, load, &eight[i]);
+	}
+	char qpath[1][256] = {"/v1/quota/check"};
+	const char *qbody = "{\"account_id\":\"acct-0000\",\"vcpus\":2,\"memory_gib\":4}";
+	bool ok = measure(api->port, key, "POST", qpath, 1, qbody, 2000, &q);
+	atomic_store(&done, true);
+	int dashes = 0, failed = one.failures;
+	for (int i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		dashes += eight[i].runs;
+		failed += eight[i].failures;
+	}
+	for (int i = 0; i < 4; i++)
+		failed += four[i].failures;
+	long rows = 0;
+	{
+		struct http_res res;
+		http_do(api->port, "GET", focus, key, NULL, 0, &res);
+		for (const char *p = res.body; p && (p = strstr(p, "\r\n")) != NULL; p += 2)
+			rows++;
+		http_free(&res);
+	}
+	double rps = one.seconds > 0 ? (double)rows / one.seconds : 0;
+	printf("\nthe largest account, acct-0000:\n\n| figure | value | goal |\n|---|---|---|\n");
+	printf("| dashboard of 2026-11, p50 / p99 | %.2f / %.2f ms | p99 <= 100 ms |\n", d.p50,
+	       d.p99);
+	printf("| FOCUS export, %ld rows, %.1f MB | %.0f rows/s | >= 100,000 rows/s |\n", rows,
+	       (double)one.bytes / 1e6, rps);
+	printf("| meter-api RSS while 4 exports run at once | +%.1f MiB (from %.1f MiB) | <= 32 "
+	       "MiB more |\n",
+	       (double)(peak - base) / 1024, (double)base / 1024);
+	printf("| quota check while 8 dashboards load (%d loads), p50 / p99 | %.2f / %.2f ms | "
+	       "p99 <= 5 ms |\n",
+	       dashes, q.p50, q.p99);
+	printf("RESULT fleet_dashboard_p50_ms=%.3f fleet_dashboard_p99_ms=%.3f "
+	       "fleet_export_rows=%ld fleet_export_rows_per_s=%.0f "
+	       "fleet_export_rss_growth_mib=%.1f "
+	       "fleet_quota_under_dashboards_p99_ms=%.3f\n",
+	       d.p50, d.p99, rows, rps, (double)(peak - base) / 1024, q.p99);
+	if (failed)
+		fprintf(stderr, "bench_fleet: %d of the loads failed or were cut short\n", failed);
+	return ok && failed == 0;
+}
+
 static bool queries(struct testdb *db, double scale, const char *plans_file)
 {
 	PGconn *c = db->conn;
@@ -554,6 +687,7 @@ static bool queries(struct testdb *db, double scale, const char *plans_file)
 		printf("the usage of acct-0000 for 2026-11: %zu bytes\n", res.len);
 		http_free(&res);
 	}
+	m = m && large_account(&api, key);
 	api_stop(&api);
 	if (!m)
 		return false;

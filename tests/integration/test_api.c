@@ -2184,7 +2184,9 @@ static void an_export_of_100000_sandboxes_streams_and_adds_up(void **state)
 		         "/v1/accounts/big/usage?from=2026-10-01T00:00:00Z"
 		         "&to=2026-11-01T00:00:00Z&limit=5",
 		         f->admin, NULL);
-		assert_int_equal(r.status, 200);
+		if (r.status != 200)
+			fail_msg("after a client left mid-export: %d %s", r.status,
+			         r.body ? r.body : "");
 		http_free(&r);
 	}
 	r = call(f, "GET", "/v1/accounts/big/exports/2026-10?format=usage", f->admin, NULL);
@@ -2303,6 +2305,8 @@ static void requests_are_bounded(void **state)
 
 int main(void)
 {
+	if (getenv("METER_TEST_ONLY"))
+		cmocka_set_test_filter(getenv("METER_TEST_ONLY"));
 	/* Raw partitions are dropped by the one test that means to (the test data is old). */
 	setenv("METER_RAW_RETENTION", "0", 1);
 	const struct CMUnitTest tests[] = {
