@@ -271,6 +271,13 @@ static bool produce(struct export *e, char *err, size_t errlen)
 
 ssize_t export_read(struct export *e, char *buf, size_t max, char *err, size_t errlen)
 {
+	/* what is left of the last piece (less than a row, or than max) to the front: the
+	 * buffer holds a piece at a time, never the export */
+	if (e->sent > 0) {
+		memmove(e->out.buf, e->out.buf + e->sent, e->out.len - e->sent + 1);
+		e->out.len -= e->sent;
+		e->sent = 0;
+	}
 	while (e->out.len - e->sent < max && !e->done) {
 		if (!produce(e, err, errlen))
 			return -1;
@@ -282,8 +289,6 @@ ssize_t export_read(struct export *e, char *buf, size_t max, char *err, size_t e
 	size_t n = e->out.len - e->sent < max ? e->out.len - e->sent : max;
 	memcpy(buf, e->out.buf + e->sent, n);
 	e->sent += n;
-	if (e->sent == e->out.len) /* all read: the buffer starts again */
-		e->out.len = e->sent = 0;
 	return (ssize_t)n;
 }
 

@@ -2083,6 +2083,23 @@ static void an_account_of_many_sandboxes_is_listed_a_page_at_a_time(void **state
 
 static int tcp(int port);
 
+/* A process's peak resident memory (VmHWM), KiB. */
+static long peak_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long v = -1;
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	FILE *fp = fopen(path, "r");
+	while (fp && fgets(line, sizeof line, fp))
+		if (sscanf(line, "VmHWM: %ld kB", &v) == 1)
+			break;
+	if (fp)
+		fclose(fp);
+	if (v < 0)
+		fail_msg("no VmHWM in %s", path);
+	return v;
+}
+
 #define NBIG 100000
 
 /*
@@ -2122,10 +2139,17 @@ static void an_export_of_100000_sandboxes_streams_and_adds_up(void **state)
 	cJSON_Delete(inv);
 	assert_true(line_cpu > 0 && line_mem > 0);
 
+	long peak_before = peak_kib(f->api.pid);
 	struct http_res r =
 	        call(f, "GET", "/v1/accounts/big/exports/2026-10?format=focus", f->admin, NULL);
 	assert_int_equal(r.status, 200);
 	assert_false(r.cut);
+	/* streamed: meter-api's peak memory grew by far less than the answer's size */
+	long grew = peak_kib(f->api.pid) - peak_before;
+	printf("  FOCUS export of %zu bytes; meter-api's peak memory grew by %ld KiB\n", r.len,
+	       grew);
+	assert_true(r.len > (size_t)40 << 20);
+	assert_true(grew < 16 << 10);
 	/* the shares meter_allocate gives, in the order of the ids */
 	int64_t *w = calloc(NBIG, sizeof *w);
 	meter_money *want = calloc(NBIG, sizeof *want);
