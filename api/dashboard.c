@@ -135,6 +135,7 @@ static void finish(struct req *r, struct page *p, unsigned status)
 	else
 		reply_text(r, status, "text/html; charset=utf-8", p->buf, p->len);
 	free(p->buf);
+	p->buf = NULL;
 }
 
 static int64_t now_us(void)
@@ -246,7 +247,8 @@ struct day {
 };
 
 /* Stacked bars, one slot per day of the month; only days with usage get a bar. */
-static void day_chart(struct page *p, const struct day *d, int ndays, bool money_chart)
+static void day_chart(struct page *p, const struct day *d, int ndays, bool money_chart,
+                      const char *link)
 {
 	const int w = 940, h = 170, top = 10, base = 150;
 	double max = 0;
@@ -269,6 +271,8 @@ static void day_chart(struct page *p, const struct day *d, int ndays, bool money
 		double ha = a / max * (base - top), hb = b / max * (base - top);
 		char day[METER_TIME_BUF];
 		meter_time_format(d[i].start, day, sizeof day);
+		if (link) /* the day's sandboxes */
+			put(p, "<a href=\"%s&amp;day=%.10s\">", link, day);
 		put(p,
 		    "<g class=\"%s\" data-day=\"%.10s\"><title>%.10s: ", money_chart ? "day" : "bi",
 		    day, day);
@@ -287,6 +291,8 @@ static void day_chart(struct page *p, const struct day *d, int ndays, bool money
 		    "<rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/></g>",
 		    money_chart ? "cpu" : "busy", x, base - ha, bw, ha,
 		    money_chart ? "mem" : "idle", x, base - ha - hb, bw, hb);
+		if (link)
+			put(p, "</a>");
 	}
 	put(p,
 	    "</svg><div class=\"key muted\"><span class=\"%s\" style=\"background:%s\"></span>%s"
@@ -312,7 +318,8 @@ static const char *which_account(struct req *r, struct page *p)
 {
 	const char *asked = NULL;
 	for (size_t i = 0; i < r->nargs; i++) {
-		if (strcmp(r->args[i].name, "month") == 0)
+		if (strcmp(r->args[i].name, "month") == 0 || strcmp(r->args[i].name, "sort") == 0 ||
+		    strcmp(r->args[i].name, "page") == 0 || strcmp(r->args[i].name, "day") == 0)
 			continue; /* the dashboard's own (h_dashboard) */
 		if (strcmp(r->args[i].name, "account") != 0) {
 			reply_problemf(
@@ -419,14 +426,170 @@ static void month_link(struct page *p, const struct req *r, const char *id, int6
 	put(p, "\">%s</a>", label);
 }
 
+/* The full list's order: a column of sandbox_month_cost (or of a day's sums) and its heading. */
+static const struct {
+	const char *name, *column, *heading;
+} sorts[] = {
+        {"cost", "cost_nano", "Cost"},
+        {"cpu_used", "cpu_measured_us", "CPU used"},
+        {"cpu_billed", "cpu_billed_us", "CPU billed"},
+        {"hours", "wall_us", "Sandbox-hours"},
+};
+#define NSORTS    (sizeof sorts / sizeof sorts[0])
+#define LIST_PAGE 50
+
+/* The full list's sort, page (from 1) and day (0: the whole month); false when answered. */
+static bool which_list(struct req *r, int64_t month, size_t *sort, int64_t *page, int64_t *day)
+{
+	*sort = 0;
+	*page = 1;
+	*day = 0;
+	for (size_t i = 0; i < r->nargs; i++) {
+		const char *n = r->args[i].name, *v = r->args[i].value ? r->args[i].value : "";
+		bool ok = true;
+		if (strcmp(n, "sort") == 0) {
+			ok = false;
+			for (size_t k = 0; k < NSORTS && !ok; k++)
+				if (strcmp(v, sorts[k].name) == 0) {
+					*sort = k;
+					ok = true;
+				}
+		} else if (strcmp(n, "page") == 0) {
+			ok = meter_decimal_parse(v, 0, false, page) == METER_OK && *page >= 1 &&
+			     *page <= 100000;
+		} else if (strcmp(n, "day") == 0) {
+			char t[40];
+			snprintf(t, sizeof t, "%.10sT00:00:00Z", v);
+			ok = strlen(v) == 10 && meter_time_parse(t, day) == METER_OK &&
+			     meter_month_start(*day) == month;
+		}
+		if (!ok) {
+			reply_problemf(
+			        r, 400, "invalid-parameter", "Invalid query parameter",
+			        "%s must be %s", n,
+			        strcmp(n, "sort") == 0   ? "cost, cpu_used, cpu_billed or hours"
+			        : strcmp(n, "page") == 0 ? "a page number from 1"
+			                                 : "a day (YYYY-MM-DD) of the month");
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * The account's sandboxes of the month (or of one day of it), a page of
+ * LIST_PAGE at a time, in the order of a column, each a link to its page.
+ * link: this page's address with its month (and account), for the links.
+ */
+static bool sandbox_list(struct req *r, struct page *p, PGconn *c, const char *id,
+                         const char *mdate, const char *month_name, const char *link, size_t sort,
+                         int64_t page, int64_t day)
+{
+	char sql[1400], off[24], lim[24], from[24], to[24], dayname[METER_TIME_BUF];
+	snprintf(off, sizeof off, "%lld", (long long)((page - 1) * LIST_PAGE));
+	snprintf(lim, sizeof lim, "%d", LIST_PAGE + 1);
+	snprintf(from, sizeof from, "%lld", (long long)day);
+	snprintf(to, sizeof to, "%lld", (long long)(day + DAY_US));
+	const char *col = sorts[sort].column;
+	if (day == 0)
+		snprintf(sql, sizeof sql,
+		         "SELECT sandbox_id, cost_nano, cpu_measured_us, cpu_billed_us, wall_us "
+		         "FROM sandbox_month_cost WHERE account_id = $1 AND month = $2::date "
+		         "ORDER BY %s DESC, sandbox_id COLLATE \"C\" LIMIT $3 OFFSET $4",
+		         col);
+	else /* the hours that end in the day, priced as the month's are */
+		snprintf(
+		        sql, sizeof sql,
+		        "SELECT sandbox_id, sum(meter_part_nano(cb, me, p.cpu_vcpu_hour, "
+		        "p.memory_gib_hour)) cost_nano, sum(cm) cpu_measured_us, "
+		        "sum(cb) cpu_billed_us, sum(wa) wall_us FROM (SELECT sandbox_id, "
+		        "price_plan_id, sum(cpu_measured_us) cm, sum(cpu_billed_us) cb, "
+		        "sum(wall_us) wa, sum(memory_mgib_us) me FROM usage_hourly "
+		        "WHERE account_id = $1 AND hour >= ('epoch'::timestamptz + $5::bigint * "
+		        "interval '1 microsecond') AND hour < ('epoch'::timestamptz + $6::bigint * "
+		        "interval '1 microsecond') AND $2::date IS NOT NULL GROUP BY 1, 2) u "
+		        "JOIN price_plans p ON p.id = u.price_plan_id GROUP BY 1 "
+		        "ORDER BY %s DESC, sandbox_id COLLATE \"C\" LIMIT $3 OFFSET $4",
+		        col);
+	const char *params[] = {id, mdate, lim, off, from, to};
+	PGresult *res = PQexecParams(c, sql, day ? 6 : 4, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not list the sandboxes", res);
+		PQclear(res);
+		return false;
+	}
+	int n = PQntuples(res);
+	if (day)
+		meter_time_format(day, dayname, sizeof dayname);
+	put(p, "<section id=\"all\"><h2>Sandboxes of %.10s</h2><table><tr><th>Sandbox</th>",
+	    day ? dayname : month_name);
+	for (size_t k = 1; k < NSORTS; k++) {
+		put(p, "<th class=\"num\">");
+		if (k == sort) {
+			put(p, "%s &darr;", sorts[k].heading);
+		} else {
+			put(p, "<a href=\"%s&amp;sort=%s", link, sorts[k].name);
+			if (day)
+				put(p, "&amp;day=%.10s", dayname);
+			put(p, "#all\">%s</a>", sorts[k].heading);
+		}
+		put(p, "</th>");
+	}
+	put(p, "<th class=\"num\">");
+	if (sort == 0) {
+		put(p, "Cost &darr;");
+	} else {
+		put(p, "<a href=\"%s&amp;sort=cost", link);
+		if (day)
+			put(p, "&amp;day=%.10s", dayname);
+		put(p, "#all\">Cost</a>");
+	}
+	put(p, "</th></tr>");
+	for (int i = 0; i < n && i < LIST_PAGE; i++) {
+		int64_t cost = 0, used = 0, billed = 0, wall = 0;
+		if (meter_decimal_parse(PQgetvalue(res, i, 1), 0, false, &cost) != METER_OK ||
+		    meter_decimal_parse(PQgetvalue(res, i, 2), 0, false, &used) != METER_OK ||
+		    meter_decimal_parse(PQgetvalue(res, i, 3), 0, false, &billed) != METER_OK ||
+		    meter_decimal_parse(PQgetvalue(res, i, 4), 0, false, &wall) != METER_OK)
+			continue;
+		put(p, "<tr class=\"listed\"><td><a href=\"/dashboard/sandboxes/");
+		esc(p, PQgetvalue(res, i, 0));
+		put(p, "\">");
+		esc(p, PQgetvalue(res, i, 0));
+		put(p,
+		    "</a></td><td class=\"num\">%.1f s</td><td class=\"num\">%.1f s</td>"
+		    "<td class=\"num\">%.2f h</td><td class=\"num\">",
+		    (double)used / 1e6, (double)billed / 1e6, (double)wall / 3.6e9);
+		money(p, cost);
+		put(p, "</td></tr>");
+	}
+	if (n == 0)
+		put(p, "<tr><td colspan=\"5\" class=\"muted\">no usage</td></tr>");
+	put(p, "</table><nav class=\"pages\">");
+	for (int k = 0; k < 2; k++) {
+		bool there = k == 0 ? page > 1 : n > LIST_PAGE;
+		if (!there)
+			continue;
+		put(p, "<a href=\"%s&amp;sort=%s&amp;page=%lld", link, sorts[sort].name,
+		    (long long)(k == 0 ? page - 1 : page + 1));
+		if (day)
+			put(p, "&amp;day=%.10s", dayname);
+		put(p, "#all\">%s</a> ", k == 0 ? "&larr; earlier page" : "next page &rarr;");
+	}
+	put(p, "</nav></section>");
+	PQclear(res);
+	return true;
+}
+
 void h_dashboard(struct req *r)
 {
 	struct page p = {0};
 	const char *id = which_account(r, &p);
 	if (id == NULL)
 		return;
-	int64_t now = now_us(), month;
-	if (!which_month(r, now, &month))
+	int64_t now = now_us(), month, page, day;
+	size_t sort;
+	if (!which_month(r, now, &month) || !which_list(r, month, &sort, &page, &day))
 		return;
 	PGconn *c = req_read_db(r);
 	struct meter_plan *plans = NULL;
@@ -541,9 +704,15 @@ void h_dashboard(struct req *r)
 		gauge(&p, "Free trial (sandbox-hours)", st.trial_used_us, st.a.grant_us, text);
 	}
 	put(&p, "</div><section><h2>Daily cost, %s</h2>", month_name);
-	day_chart(&p, days, ndays, true);
+	char link[400];
+	snprintf(link, sizeof link, "/dashboard?month=%s", month_name);
+	if (r->admin) { /* ids are letters, digits and ._:- only: nothing to escape */
+		size_t used = strlen(link);
+		snprintf(link + used, sizeof link - used, "&amp;account=%s", id);
+	}
+	day_chart(&p, days, ndays, true, link);
 	put(&p, "</section><section><h2>Busy and idle sandbox-hours</h2>");
-	day_chart(&p, days, ndays, false);
+	day_chart(&p, days, ndays, false, NULL);
 	put(&p, "</section>");
 
 	/* the sandboxes that cost most this month */
@@ -581,7 +750,10 @@ void h_dashboard(struct req *r)
 	if (n == 0)
 		put(&p, "<tr><td colspan=\"4\" class=\"muted\">no usage in %s</td></tr>",
 		    month_name);
-	put(&p, "</table></section><section><h2>Exports of %s</h2><p>", month_name);
+	put(&p, "</table></section>");
+	if (!sandbox_list(r, &p, c, id, mdate, month_name, link, sort, page, day))
+		goto out;
+	put(&p, "<section><h2>Exports of %s</h2><p>", month_name);
 	const char *kinds[][2] = {{"focus", "FOCUS CSV (for FinOps tools)"},
 	                          {"usage", "usage per sandbox (CSV)"}};
 	for (int k = 0; k < 2; k++) {
@@ -604,8 +776,7 @@ out:
 	PQclear(daily);
 	PQclear(usage);
 	free(plans);
-	if (!r->answered)
-		free(p.buf);
+	free(p.buf); /* a page begun, then an error answered instead */
 }
 
 void h_dashboard_sandbox(struct req *r)

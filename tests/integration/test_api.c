@@ -2066,6 +2066,49 @@ static void an_account_of_many_sandboxes_is_listed_a_page_at_a_time(void **state
 	assert_non_null(strstr(r.body, "/dashboard?month=2026-11&amp;account=pg"));
 	http_free(&r);
 	cJSON_Delete(ten);
+	/* the full list, 50 a page: every sandbox once over its five pages, in any order;
+	 * a day's sandboxes; bad sorts, pages and days are refused */
+	const char *orders[] = {"cost", "cpu_used", "cpu_billed", "hours"};
+	for (size_t oi = 0; oi < 4; oi++) {
+		memset(seen, 0, sizeof seen);
+		for (int pg = 1; pg <= 5; pg++) {
+			char path[160];
+			snprintf(path, sizeof path,
+			         "/dashboard?account=pg&month=2026-10&sort=%s&page=%d", orders[oi],
+			         pg);
+			r = call(f, "GET", path, f->admin, NULL);
+			assert_int_equal(r.status, 200);
+			int rows = 0;
+			for (const char *q = r.body;
+			     (q = strstr(q, "<tr class=\"listed\"><td><a href=\""
+			                    "/dashboard/sandboxes/p-")) != NULL;
+			     q++) {
+				seen[atoi(q +
+				          strlen("<tr class=\"listed\"><td><a href=\"/dashboard/"
+				                 "sandboxes/p-"))]++;
+				rows++;
+			}
+			assert_int_equal(rows, 50);
+			assert_true((strstr(r.body, "next page") != NULL) == (pg < 5));
+			http_free(&r);
+		}
+		for (int k = 1; k <= NPAGED; k++)
+			assert_int_equal(seen[k], 1);
+	}
+	r = call(f, "GET", "/dashboard?account=pg&month=2026-10&day=2026-10-05", f->admin, NULL);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body, "Sandboxes of 2026-10-05"));
+	assert_non_null(strstr(r.body, "href=\"/dashboard?month=2026-10&amp;account=pg&amp;day="
+	                               "2026-10-05\""));
+	http_free(&r);
+	const char *bad_list[] = {"sort=price", "page=0", "page=x", "day=2026-11-01", "day=05"};
+	for (size_t i = 0; i < sizeof bad_list / sizeof bad_list[0]; i++) {
+		char path[128];
+		snprintf(path, sizeof path, "/dashboard?account=pg&month=2026-10&%s", bad_list[i]);
+		r = call(f, "GET", path, f->admin, NULL);
+		assert_int_equal(r.status, 400);
+		http_free(&r);
+	}
 	const char *bad_months[] = {"2026-13", "2026-1", "26-10", "2099-01", "2026-10x"};
 	for (size_t i = 0; i < sizeof bad_months / sizeof bad_months[0]; i++) {
 		char path[96];
