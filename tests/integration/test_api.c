@@ -2192,7 +2192,13 @@ static void an_export_of_100000_sandboxes_streams_and_adds_up(void **state)
 	printf("  FOCUS export of %zu bytes; meter-api's peak memory grew by %ld KiB\n", r.len,
 	       grew);
 	assert_true(r.len > (size_t)40 << 20);
+#ifdef __SANITIZE_ADDRESS__
+	/* AddressSanitizer keeps freed memory aside (its quarantine, 256 MiB) to catch a
+	 * use after free: the peak says nothing of the export here, so it is only shown */
+	printf("  (built with AddressSanitizer: the peak is not checked)\n");
+#else
 	assert_true(grew < 16 << 10);
+#endif
 	/* the shares meter_allocate gives, in the order of the ids */
 	int64_t *w = calloc(NBIG, sizeof *w);
 	meter_money *want = calloc(NBIG, sizeof *want);
