@@ -2345,35 +2345,38 @@ static void requests_are_bounded(void **state)
 	assert_int_equal(r.status, 201);
 	http_free(&r);
 
-	/* four connections from this address at most */
+	/* four connections from this address at most: of six opened at once, each asking
+	 * with keep-alive (an answered one stays open), four are answered and two are closed
+	 * unanswered, whichever the server took first; a place freed serves again */
 	api_stop(&f->api);
 	assert_true(api_start(&f->api, METER_API_BIN, f->db.url, "--max-connections-per-ip=4"));
-	int fds[4];
-	for (int i = 0; i < 4; i++) {
+	usleep(500000); /* the start's own /healthz connections are gone */
+	int fds[6], answered = 0;
+	const char *req = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+	for (int i = 0; i < 6; i++) {
 		fds[i] = tcp(f->api.port);
 		assert_true(fds[i] >= 0);
+		/* refused already and closed, the write may fail: that is fine */
+		(void)!write(fds[i], req, strlen(req));
 	}
-	usleep(200000);
-	int extra = tcp(f->api.port);
-	char buf[256];
-	const char *req = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-	ssize_t got = 0;
-	if (extra >= 0) {
-		if (write(extra, req, strlen(req)) > 0) {
-			struct timeval tv = {.tv_sec = 3};
-			setsockopt(extra, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-			got = read(extra, buf, sizeof buf);
+	for (int i = 0; i < 6; i++) {
+		char buf[256];
+		struct timeval tv = {.tv_sec = 5};
+		setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+		ssize_t got = read(fds[i], buf, sizeof buf - 1);
+		if (got > 0) {
+			buf[got] = '\0';
+			assert_non_null(strstr(buf, " 200 "));
+			answered++;
 		}
-		close(extra);
 	}
-	assert_true(got <= 0); /* closed unanswered */
-	close(fds[0]);
-	usleep(200000);
+	assert_int_equal(answered, 4);
+	for (int i = 0; i < 6; i++)
+		close(fds[i]);
+	usleep(300000);
 	r = call(f, "GET", "/healthz", NULL, NULL);
 	assert_int_equal(r.status, 200);
 	http_free(&r);
-	for (int i = 1; i < 4; i++)
-		close(fds[i]);
 }
 
 int main(void)
