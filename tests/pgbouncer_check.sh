@@ -147,9 +147,10 @@ hosts=$(psql -X -qtA -d "$direct" -c "SELECT count(DISTINCT host) FROM samples")
 echo "pgbouncer_check: $ncoll collectors, $(( ncoll * nsb )) sandboxes: $taken samples taken, $written known written (the rest were committed as a connection died, and their replay found them in), $stored in the table ($distinct distinct), at most $most server connections (pool $pool + reserve $reserve); through two outages $spooled collectors spooled and $replayed replayed"
 (( taken >= ncoll * nsb * 2 )) || fail "too few rounds: $taken samples"
 # Against a truth that is not the collectors' own word: every sandbox of a host
-# sampled in each of its rounds (as many rows as the others), and each at least
-# 2/3 of the 1 s rounds the test's clock gave all of them (a run here has
-# 9/10; a collector that skips every other round, under 1/2).
+# sampled in each of its rounds (as many rows as the others), and each in more
+# than half the 1 s rounds the test's clock gave all of them: a collector that
+# skips every other round has half at most. (A quiet run here has 9/10; beside
+# the valgrind soak on 2 cores, 2/3 was seen, so the bound stays clear of load.)
 read -r nsbs least uneven < <(psql -X -qtA -F ' ' -d "$direct" -c "
 	SELECT count(*), min(n), (SELECT count(*) FROM (SELECT host FROM (SELECT host, sandbox_id,
 	  count(*) n FROM samples GROUP BY 1, 2) y GROUP BY host HAVING min(n) <> max(n)) z)
@@ -157,7 +158,7 @@ read -r nsbs least uneven < <(psql -X -qtA -F ' ' -d "$direct" -c "
 echo "pgbouncer_check: $nsbs sandboxes with rows, the fewest $least, $uneven host(s) with uneven rounds, $ran_ms ms of rounds by the clock"
 (( nsbs == ncoll * nsb )) || fail "$nsbs sandboxes have rows, not $(( ncoll * nsb ))"
 (( uneven == 0 )) || fail "$uneven collector(s) sampled some sandboxes in fewer rounds than others"
-(( least * 1000 * 3 >= ran_ms * 2 )) || fail "a sandbox has $least rows for $ran_ms ms of 1 s rounds"
+(( least * 1000 * 2 > ran_ms )) || fail "a sandbox has $least rows for $ran_ms ms of 1 s rounds"
 [[ $taken == "$stored" && $stored == "$distinct" ]] || fail "not every sample landed exactly once"
 # "written" counts the rows a collector knows it inserted: a batch whose COMMIT
 # went through as the connection died is spooled, and its replay inserts
