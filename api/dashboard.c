@@ -505,14 +505,15 @@ static bool sandbox_list(struct req *r, struct page *p, PGconn *c, const char *i
 		        "sum(cb) cpu_billed_us, sum(wa) wall_us FROM (SELECT sandbox_id, "
 		        "price_plan_id, sum(cpu_measured_us) cm, sum(cpu_billed_us) cb, "
 		        "sum(wall_us) wa, sum(memory_mgib_us) me FROM usage_hourly "
-		        "WHERE account_id = $1 AND hour >= ('epoch'::timestamptz + $5::bigint * "
-		        "interval '1 microsecond') AND hour < ('epoch'::timestamptz + $6::bigint * "
-		        "interval '1 microsecond') AND $2::date IS NOT NULL GROUP BY 1, 2) u "
+		        "WHERE account_id = $1 AND hour >= ('epoch'::timestamptz + $4::bigint * "
+		        "interval '1 microsecond') AND hour < ('epoch'::timestamptz + $5::bigint * "
+		        "interval '1 microsecond') GROUP BY 1, 2) u "
 		        "JOIN price_plans p ON p.id = u.price_plan_id GROUP BY 1 "
-		        "ORDER BY %s DESC, sandbox_id COLLATE \"C\" LIMIT $3 OFFSET $4",
+		        "ORDER BY %s DESC, sandbox_id COLLATE \"C\" LIMIT $2 OFFSET $3",
 		        col);
-	const char *params[] = {id, mdate, lim, off, from, to};
-	PGresult *res = PQexecParams(c, sql, day ? 6 : 4, NULL, params, NULL, NULL, 0);
+	const char *pm[] = {id, mdate, lim, off}, *pd[] = {id, lim, off, from, to};
+	PGresult *res = day ? PQexecParams(c, sql, 5, NULL, pd, NULL, NULL, 0)
+	                    : PQexecParams(c, sql, 4, NULL, pm, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		reply_db_error(r, "could not list the sandboxes", res);
 		PQclear(res);
