@@ -46,6 +46,13 @@ struct server {
 	struct watched *watched; /* open connections */
 	bool stopping, have_watchdog;
 	pthread_t watchdog;
+	/* the slow lane: requests of slow routes, in order, and the threads that run them */
+	pthread_mutex_t lane_mu;
+	pthread_cond_t lane_cv;
+	struct req *lane_head, *lane_tail;
+	bool lane_stopping;
+	pthread_t *lane;
+	unsigned nlane;
 };
 
 static int64_t mono_ns(void)
@@ -70,6 +77,20 @@ int64_t server_invoice_grace(struct server *s)
 	return s->cfg.invoice_grace_us;
 }
 
+/* Gives the request its answer: queued now, or kept until a slow lane's request resumes. */
+static void answer(struct req *r, unsigned status, struct MHD_Response *resp)
+{
+	if (r->in_lane) {
+		r->pending = resp;
+		r->pending_status = status;
+	} else {
+		MHD_queue_response(r->mhd_conn, status, resp);
+		MHD_destroy_response(resp);
+	}
+	r->status = status;
+	r->answered = true;
+}
+
 static void queue(struct req *r, unsigned status, const char *type, const char *body, size_t len)
 {
 	if (r->answered)
@@ -82,10 +103,7 @@ static void queue(struct req *r, unsigned status, const char *type, const char *
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 	if (status == 401)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-	MHD_queue_response(r->mhd_conn, status, resp);
-	MHD_destroy_response(resp);
-	r->status = status;
-	r->answered = true;
+	answer(r, status, resp);
 }
 
 /* A streamed answer's reader (reply_stream). */
@@ -134,10 +152,7 @@ void reply_stream(struct req *r, unsigned status, const char *content_type, repl
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-	MHD_queue_response(r->mhd_conn, status, resp);
-	MHD_destroy_response(resp);
-	r->status = status;
-	r->answered = true;
+	answer(r, status, resp);
 	r->streaming = true;
 }
 
@@ -194,10 +209,7 @@ void reply_redirect(struct req *r, const char *location, const char *set_cookie)
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 	if (set_cookie)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_SET_COOKIE, set_cookie);
-	MHD_queue_response(r->mhd_conn, 303, resp);
-	MHD_destroy_response(resp);
-	r->status = 303;
-	r->answered = true;
+	answer(r, 303, resp);
 }
 
 void reply_problemf(struct req *r, unsigned status, const char *type, const char *title,
@@ -435,6 +447,70 @@ static bool authenticate(struct req *r)
 	return ok;
 }
 
+/* Runs the request's handler and gives its connections back once its answer is made. */
+static void run(struct req *r)
+{
+	r->route->handler(r);
+	if (!r->answered)
+		reply_problemf(r, 500, "internal", "Internal error", "the request got no answer");
+	/* The answer is copied: give the connections back before it is sent (a streamed
+	 * answer keeps them until it is over: on_completed). */
+	if (!r->streaming)
+		req_release(r->srv, r);
+}
+
+/*
+ * The slow lane. A slow route's request is handed to one of the lane's
+ * threads and its connection suspended, so the request thread goes back to
+ * its other connections at once; the lane's thread runs the handler, keeps
+ * the answer in the request (answer()) and resumes the connection, whose
+ * request thread then queues it (on_request). The lane's threads also bound
+ * how many slow requests run at once, and so the database connections they
+ * hold: the others wait their turn, in order.
+ */
+static void *lane_run(void *arg)
+{
+	struct server *s = arg;
+	pthread_mutex_lock(&s->lane_mu);
+	for (;;) {
+		while (s->lane_head == NULL && !s->lane_stopping)
+			pthread_cond_wait(&s->lane_cv, &s->lane_mu);
+		struct req *r = s->lane_head;
+		if (r == NULL)
+			break; /* stopping, and nothing waits */
+		s->lane_head = r->lane_next;
+		if (s->lane_head == NULL)
+			s->lane_tail = NULL;
+		pthread_mutex_unlock(&s->lane_mu);
+		run(r);
+		MHD_resume_connection(r->mhd_conn);
+		pthread_mutex_lock(&s->lane_mu);
+	}
+	pthread_mutex_unlock(&s->lane_mu);
+	return NULL;
+}
+
+/* Suspends the request's connection and queues it on the lane; false when the lane is gone. */
+static bool lane_push(struct server *s, struct req *r)
+{
+	pthread_mutex_lock(&s->lane_mu);
+	bool ok = s->nlane > 0 && !s->lane_stopping;
+	if (ok) {
+		/* suspended before a lane thread can see it, so its resume comes after */
+		MHD_suspend_connection(r->mhd_conn);
+		r->in_lane = true;
+		r->lane_next = NULL;
+		if (s->lane_tail)
+			s->lane_tail->lane_next = r;
+		else
+			s->lane_head = r;
+		s->lane_tail = r;
+		pthread_cond_signal(&s->lane_cv);
+	}
+	pthread_mutex_unlock(&s->lane_mu);
+	return ok;
+}
+
 static void dispatch(struct req *r)
 {
 	char allowed[64];
@@ -476,13 +552,9 @@ static void dispatch(struct req *r)
 		reply_problemf(r, 403, "forbidden", "Forbidden", "this request needs an admin key");
 		return;
 	}
-	r->route->handler(r);
-	if (!r->answered)
-		reply_problemf(r, 500, "internal", "Internal error", "the request got no answer");
-	/* The answer is copied: give the connections back before it is sent (a streamed
-	 * answer keeps them until it is over: on_completed). */
-	if (!r->streaming)
-		req_release(r->srv, r);
+	if (r->route->slow && lane_push(r->srv, r))
+		return;
+	run(r);
 }
 
 static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
@@ -572,6 +644,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 {
 	(void)version;
 	struct req *r = *con_cls;
+	if (r != NULL && r->in_lane) {
+		/* back from the slow lane (lane_run): its answer is made */
+		struct MHD_Response *resp = r->pending;
+		r->pending = NULL;
+		if (resp == NULL)
+			return MHD_NO;
+		enum MHD_Result ok = MHD_queue_response(mc, r->pending_status, resp);
+		MHD_destroy_response(resp);
+		return ok;
+	}
 	if (r == NULL) {
 		r = calloc(1, sizeof *r);
 		if (r == NULL)
@@ -621,7 +703,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 	}
 	MHD_get_connection_values(mc, MHD_GET_ARGUMENT_KIND, on_arg, r);
 	dispatch(r);
-	return r->answered ? MHD_YES : MHD_NO;
+	return r->answered || r->in_lane ? MHD_YES : MHD_NO;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
@@ -636,6 +718,8 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 	req_release(s, r);
 	if (r->answered)
 		metrics_request(r->route_index, r->status, mono_ns() - r->start_ns);
+	if (r->pending) /* made on the lane, never sent */
+		MHD_destroy_response(r->pending);
 	free(r->body);
 	free(r);
 	*con_cls = NULL;
@@ -679,6 +763,8 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 	s->cfg = *cfg;
 	pthread_mutex_init(&s->watch_mu, NULL);
 	pthread_cond_init(&s->watch_cv, NULL);
+	pthread_mutex_init(&s->lane_mu, NULL);
+	pthread_cond_init(&s->lane_cv, NULL);
 	s->pool = pool_new(cfg->db_url, cfg->pool_size);
 	if (cfg->read_db_url && cfg->read_db_url[0])
 		s->replica = replica_new(cfg->read_db_url, cfg->pool_size, cfg->read_max_lag_us);
@@ -689,13 +775,14 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 		return NULL;
 	}
 	s->daemon = MHD_start_daemon(
-	        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, s,
-	        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
-	        (unsigned)cfg->threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->conn_limit,
-	        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->conn_limit_per_ip,
-	        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout_s,
-	        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
-	        on_connection, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+	        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
+	        NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+	        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads, MHD_OPTION_CONNECTION_LIMIT,
+	        (unsigned)cfg->conn_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+	        (unsigned)cfg->conn_limit_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
+	        (unsigned)cfg->timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+	        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+	        NULL, MHD_OPTION_END);
 	if (s->daemon == NULL) {
 		snprintf(err, errlen, "could not listen on %s (in use, or not allowed?)",
 		         cfg->listen);
@@ -704,6 +791,18 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 		free(s);
 		return NULL;
 	}
+	/* The lane leaves at least one database connection to the request threads. */
+	unsigned want = cfg->slow_threads;
+	if (cfg->pool_size > 1 && want > cfg->pool_size - 1)
+		want = cfg->pool_size - 1;
+	s->lane = calloc(want ? want : 1, sizeof *s->lane);
+	while (s->lane && s->nlane < want &&
+	       pthread_create(&s->lane[s->nlane], NULL, lane_run, s) == 0)
+		s->nlane++;
+	if (s->nlane < want)
+		log_warn("the slow lane has %u of its %u threads; %s", s->nlane, want,
+		         s->nlane ? "slow requests wait longer"
+		                  : "slow requests run on request threads");
 	s->have_watchdog = pthread_create(&s->watchdog, NULL, watchdog, s) == 0;
 	if (!s->have_watchdog)
 		log_warn("could not start the slow-client watchdog; only the idle timeout applies");
@@ -721,6 +820,14 @@ void server_stop(struct server *s)
 		pthread_mutex_unlock(&s->watch_mu);
 		pthread_join(s->watchdog, NULL);
 	}
+	/* The lane runs what waits and resumes each before the daemon may stop. */
+	pthread_mutex_lock(&s->lane_mu);
+	s->lane_stopping = true;
+	pthread_cond_broadcast(&s->lane_cv);
+	pthread_mutex_unlock(&s->lane_mu);
+	for (unsigned i = 0; i < s->nlane; i++)
+		pthread_join(s->lane[i], NULL);
+	free(s->lane);
 	MHD_stop_daemon(s->daemon);
 	pool_free(s->pool);
 	replica_free(s->replica);

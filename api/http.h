@@ -29,6 +29,7 @@ struct server_config {
 	const char *read_db_url;    /* a read replica (api/replica.h), or NULL */
 	int64_t read_max_lag_us;    /* reads leave a replica further behind than this */
 	unsigned threads;           /* request threads */
+	unsigned slow_threads;      /* the slow lane's threads (route.h's slow routes) */
 	unsigned pool_size;         /* database connections */
 	unsigned conn_limit;        /* open HTTP connections */
 	unsigned conn_limit_per_ip; /* of them from one address (0: no bound) */
@@ -65,6 +66,11 @@ struct req {
 	bool answered;
 	void *mhd_conn; /* the struct MHD_Connection */
 	bool streaming; /* reply_stream: its connections stay until the answer is over */
+	/* on the slow lane: its answer waits in pending until its connection resumes */
+	bool in_lane;
+	void *pending; /* the struct MHD_Response */
+	unsigned pending_status;
+	struct req *lane_next;
 };
 
 /* Starts the server; NULL with err. Routes are api/routes.c's table. */

@@ -24,6 +24,7 @@ struct route {
 	handler_fn handler;
 	bool page; /* a page for people: the session cookie counts, and no login sends to /login */
 	unsigned timeout_ms; /* each statement's longest run (0: ROUTE_TIMEOUT_MS) */
+	bool slow;           /* runs on the slow lane (api/http.c), never on a request thread */
 };
 
 /* How long a statement of a route that says nothing may run. */

@@ -2,38 +2,43 @@
 
 /*
  * Every route the API serves; the OpenAPI document must describe each (a test
- * checks). The last figure bounds each statement of a request (ms; none:
+ * checks). The figure bounds each statement of a request (ms; none:
  * ROUTE_TIMEOUT_MS): the quota check, the hot path, far shorter than an
- * export.
+ * export. SLOW marks the routes whose work grows with an account's size
+ * (pages of its sandboxes, invoices, exports, the dashboard): they run on the
+ * slow lane's threads, so the request threads stay free for quota checks,
+ * registrations and the other short answers whatever those cost.
  */
+#define SLOW true
+#define FAST false
 const struct route routes[] = {
-        {"GET", "/healthz", AUTH_PUBLIC, h_healthz, false, 0},
-        {"GET", "/readyz", AUTH_PUBLIC, h_readyz, false, 0},
-        {"GET", "/metrics", AUTH_PUBLIC, h_metrics, false, 0},
-        {"GET", "/v1/openapi.json", AUTH_PUBLIC, h_openapi, false, 0},
-        {"GET", "/v1/rates", AUTH_PUBLIC, h_rates, false, 0},
-        {"POST", "/v1/estimates", AUTH_PUBLIC, h_estimates, false, 0},
-        {"POST", "/v1/accounts", AUTH_ADMIN, h_account_new, false, 0},
-        {"GET", "/v1/accounts/{id}", AUTH_ANY, h_account_get, false, 0},
-        {"PATCH", "/v1/accounts/{id}", AUTH_ADMIN, h_account_patch, false, 0},
-        {"GET", "/v1/accounts/{id}/usage", AUTH_ANY, h_usage, false, 30000},
-        {"GET", "/v1/accounts/{id}/sandboxes", AUTH_ANY, h_sandbox_list, false, 0},
-        {"GET", "/v1/accounts/{id}/trial", AUTH_ANY, h_trial, false, 0},
-        {"GET", "/v1/accounts/{id}/invoices/{month}", AUTH_ANY, h_invoice, false, 60000},
-        {"GET", "/v1/accounts/{id}/forecast", AUTH_ANY, h_forecast, false, 0},
-        {"GET", "/v1/accounts/{id}/exports/{month}", AUTH_ANY, h_export, false, 300000},
-        {"POST", "/v1/sandboxes", AUTH_ADMIN, h_sandbox_new, false, 2000},
-        {"GET", "/v1/sandboxes/{id}", AUTH_ANY, h_sandbox_get, false, 0},
-        {"POST", "/v1/sandboxes/{id}/stop", AUTH_ADMIN, h_sandbox_stop, false, 0},
-        {"GET", "/v1/sandboxes/{id}/usage", AUTH_ANY, h_sandbox_usage, false, 0},
-        {"POST", "/v1/quota/check", AUTH_ANY, h_quota_check, false, 1000},
+        {"GET", "/healthz", AUTH_PUBLIC, h_healthz, false, 0, FAST},
+        {"GET", "/readyz", AUTH_PUBLIC, h_readyz, false, 0, FAST},
+        {"GET", "/metrics", AUTH_PUBLIC, h_metrics, false, 0, FAST},
+        {"GET", "/v1/openapi.json", AUTH_PUBLIC, h_openapi, false, 0, FAST},
+        {"GET", "/v1/rates", AUTH_PUBLIC, h_rates, false, 0, FAST},
+        {"POST", "/v1/estimates", AUTH_PUBLIC, h_estimates, false, 0, FAST},
+        {"POST", "/v1/accounts", AUTH_ADMIN, h_account_new, false, 0, FAST},
+        {"GET", "/v1/accounts/{id}", AUTH_ANY, h_account_get, false, 0, FAST},
+        {"PATCH", "/v1/accounts/{id}", AUTH_ADMIN, h_account_patch, false, 0, FAST},
+        {"GET", "/v1/accounts/{id}/usage", AUTH_ANY, h_usage, false, 30000, SLOW},
+        {"GET", "/v1/accounts/{id}/sandboxes", AUTH_ANY, h_sandbox_list, false, 0, FAST},
+        {"GET", "/v1/accounts/{id}/trial", AUTH_ANY, h_trial, false, 0, FAST},
+        {"GET", "/v1/accounts/{id}/invoices/{month}", AUTH_ANY, h_invoice, false, 60000, SLOW},
+        {"GET", "/v1/accounts/{id}/forecast", AUTH_ANY, h_forecast, false, 0, FAST},
+        {"GET", "/v1/accounts/{id}/exports/{month}", AUTH_ANY, h_export, false, 300000, SLOW},
+        {"POST", "/v1/sandboxes", AUTH_ADMIN, h_sandbox_new, false, 2000, FAST},
+        {"GET", "/v1/sandboxes/{id}", AUTH_ANY, h_sandbox_get, false, 0, FAST},
+        {"POST", "/v1/sandboxes/{id}/stop", AUTH_ADMIN, h_sandbox_stop, false, 0, FAST},
+        {"GET", "/v1/sandboxes/{id}/usage", AUTH_ANY, h_sandbox_usage, false, 0, FAST},
+        {"POST", "/v1/quota/check", AUTH_ANY, h_quota_check, false, 1000, FAST},
         /* pages for people (api/dashboard.c) */
-        {"GET", "/login", AUTH_PUBLIC, h_login_page, true, 0},
-        {"POST", "/login", AUTH_PUBLIC, h_login, true, 0},
-        {"GET", "/login/{token}", AUTH_PUBLIC, h_login_link, true, 0},
-        {"POST", "/logout", AUTH_PUBLIC, h_logout, true, 0},
-        {"GET", "/dashboard", AUTH_ANY, h_dashboard, true, 30000},
-        {"GET", "/dashboard/sandboxes/{id}", AUTH_ANY, h_dashboard_sandbox, true, 0},
-        {"GET", "/dashboard/exports/{month}", AUTH_ANY, h_dashboard_export, true, 300000},
+        {"GET", "/login", AUTH_PUBLIC, h_login_page, true, 0, FAST},
+        {"POST", "/login", AUTH_PUBLIC, h_login, true, 0, FAST},
+        {"GET", "/login/{token}", AUTH_PUBLIC, h_login_link, true, 0, FAST},
+        {"POST", "/logout", AUTH_PUBLIC, h_logout, true, 0, FAST},
+        {"GET", "/dashboard", AUTH_ANY, h_dashboard, true, 30000, SLOW},
+        {"GET", "/dashboard/sandboxes/{id}", AUTH_ANY, h_dashboard_sandbox, true, 0, FAST},
+        {"GET", "/dashboard/exports/{month}", AUTH_ANY, h_dashboard_export, true, 300000, SLOW},
 };
 const int routes_count = sizeof routes / sizeof routes[0];

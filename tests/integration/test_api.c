@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2379,6 +2380,66 @@ static void requests_are_bounded(void **state)
 	http_free(&r);
 }
 
+struct slow_call {
+	struct fx *f;
+	int status;
+	atomic_bool done;
+};
+
+static void *invoice_call(void *arg)
+{
+	struct slow_call *g = arg;
+	struct http_res r;
+	http_do(g->f->api.port, "GET", "/v1/accounts/acme/invoices/2026-10", g->f->acct, NULL, 0,
+	        &r);
+	g->status = r.status;
+	http_free(&r);
+	atomic_store(&g->done, true);
+	return NULL;
+}
+
+/*
+ * Slow routes (pages, invoices, exports, the dashboard) run on the slow lane,
+ * never on a request thread. With one request thread and a lane of two,
+ * three invoice requests wait on their account's invoice lock (held here),
+ * two on the lane and one queued for it; quota checks are answered all the
+ * while, before any invoice is; once the lock is gone all three are answered.
+ */
+static void slow_requests_never_hold_a_request_thread(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	api_stop(&f->api);
+	setenv("METER_THREADS", "1", 1);
+	setenv("METER_SLOW_THREADS", "2", 1);
+	bool started = api_start(&f->api, METER_API_BIN, f->db.url, "--log-level=info");
+	unsetenv("METER_THREADS");
+	unsetenv("METER_SLOW_THREADS");
+	assert_true(started);
+	sql(f, "SELECT pg_advisory_lock(hashtext('meter.invoice:' || 'acme'))");
+	enum { N = 3 };
+	pthread_t t[N];
+	struct slow_call g[N];
+	for (int i = 0; i < N; i++) {
+		g[i] = (struct slow_call){.f = f};
+		assert_int_equal(pthread_create(&t[i], NULL, invoice_call, &g[i]), 0);
+	}
+	usleep(300000); /* the three are asked */
+	const char *q = "{\"account_id\": \"acme\", \"vcpus\": 1, \"memory_gib\": 1}";
+	for (int i = 0; i < 20; i++) {
+		struct http_res r = call(f, "POST", "/v1/quota/check", f->acct, q);
+		assert_int_equal(r.status, 200);
+		http_free(&r);
+	}
+	for (int i = 0; i < N; i++)
+		assert_false(atomic_load(&g[i].done)); /* still waiting on the lock */
+	sql(f, "SELECT pg_advisory_unlock(hashtext('meter.invoice:' || 'acme'))");
+	for (int i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(g[i].status, 200);
+	}
+}
+
 int main(void)
 {
 	if (getenv("METER_TEST_ONLY"))
@@ -2426,6 +2487,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                an_account_of_many_sandboxes_is_listed_a_page_at_a_time, setup, teardown),
 	        cmocka_unit_test_setup_teardown(requests_are_bounded, setup, teardown),
+	        cmocka_unit_test_setup_teardown(slow_requests_never_hold_a_request_thread, setup,
+	                                        teardown),
 	        cmocka_unit_test_setup_teardown(an_export_of_100000_sandboxes_streams_and_adds_up,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(the_dashboard_in_headless_chromium, setup,
