@@ -167,88 +167,13 @@ static bool page_take(struct page *pg, const PGresult *res, int first, int col)
 	return true;
 }
 
-/* The page of listing at offset (the primary's: a replica may not have it yet). */
-static bool page_of_listing(struct req *r, const char *id, int64_t from, int64_t to, int64_t limit,
-                            struct page *pg)
+/* True when [from, to) is one calendar month. */
+static bool is_month(int64_t from, int64_t to)
 {
-	PGconn *c = req_db(r);
-	if (c == NULL)
-		return false;
-	char ls[24], os[24], ns[24];
-	snprintf(ls, sizeof ls, "%lld", (long long)pg->listing);
-	snprintf(os, sizeof os, "%lld", (long long)pg->offset);
-	snprintf(ns, sizeof ns, "%lld", (long long)limit);
-	const char *params[] = {id, ls, os, ns};
-	PGresult *res = q_exec(c, Q_LISTING_PAGE, 4, params);
-	bool ok = false;
-	int64_t rf, rt;
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		reply_db_error(r, "could not read the listing", res);
-	} else if (PQntuples(res) == 0) {
-		reply_bad_cursor(r, "the cursor names no listing of this account (listings are "
-		                    "kept a day): start again without one");
-	} else if (!col_int(res, 0, 1, &rf) || !col_int(res, 0, 2, &rt) ||
-	           !col_int(res, 0, 3, &pg->count)) {
-		reply_db_error(r, "could not read the listing", NULL);
-	} else if (rf != from || rt != to) {
-		reply_bad_cursor(r, "the cursor belongs to another range: give the from and to of "
-		                    "its first page");
-	} else if (pg->offset > pg->count) {
-		reply_bad_cursor(r, "the cursor is past the end of its listing");
-	} else if (!page_take(pg, res, 1, 4)) {
-		reply_problemf(r, 500, "internal", "Internal error", "out of memory");
-	} else {
-		ok = true;
-	}
-	PQclear(res);
-	return ok;
+	return from == meter_month_start(from) && to == meter_month_next(from);
 }
 
-/*
- * The first page: the limit costliest sandboxes of the range (then by id);
- * when there are more, a listing of them all is kept (usage_listings) and the
- * page is its start, so the pages after it follow one order.
- */
-static bool first_page(struct req *r, PGconn *c, const char *id, const char *fs, const char *ts,
-                       const char *month, int64_t limit, struct page *pg)
-{
-	char ns[24];
-	snprintf(ns, sizeof ns, "%lld", (long long)(limit + 1));
-	const char *pr[] = {id, fs, ts, ns}, *pm[] = {id, month, ns};
-	PGresult *res = month ? q_exec_planned(c, Q_RANK_MONTH, 3, pm)
-	                      : q_exec_planned(c, Q_RANK_RANGE, 4, pr);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		reply_db_error(r, "could not rank the sandboxes", res);
-		PQclear(res);
-		return false;
-	}
-	if (PQntuples(res) <= limit) {
-		bool ok = page_take(pg, res, 0, 0);
-		pg->count = pg->n;
-		PQclear(res);
-		if (!ok)
-			reply_problemf(r, 500, "internal", "Internal error", "out of memory");
-		return ok;
-	}
-	PQclear(res);
-	PGconn *w = req_db(r);
-	if (w == NULL)
-		return false;
-	const char *pl[] = {id, fs, ts, month};
-	res = month ? q_exec_planned(w, Q_LISTING_MONTH, 4, pl)
-	            : q_exec_planned(w, Q_LISTING_RANGE, 3, pl);
-	bool ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
-	          col_int(res, 0, 0, &pg->listing);
-	if (!ok)
-		reply_db_error(r, "could not keep the listing", res);
-	PQclear(res);
-	int64_t from, to;
-	return ok && meter_decimal_parse(fs, 0, true, &from) == METER_OK &&
-	       meter_decimal_parse(ts, 0, true, &to) == METER_OK &&
-	       page_of_listing(r, id, from, to, limit, pg);
-}
-
-/* ids as a PostgreSQL array literal (malloc'd), or NULL. */
+/* The page's ids as a PostgreSQL array literal (malloc'd), or NULL. */
 static char *ids_array(const struct page *pg)
 {
 	size_t len = 3;
@@ -272,6 +197,137 @@ static char *ids_array(const struct page *pg)
 	*p++ = '}';
 	*p = '\0';
 	return s;
+}
+
+/* Orders the listing's sandboxes after its head, when no request has yet (on the primary). */
+static bool listing_fill(struct req *r, PGconn *w, const char *id, int64_t from, int64_t to,
+                         const struct page *pg)
+{
+	char ls[24], fs[24], ts[24], when[METER_TIME_BUF], month[16];
+	snprintf(ls, sizeof ls, "%lld", (long long)pg->listing);
+	snprintf(fs, sizeof fs, "%lld", (long long)from);
+	snprintf(ts, sizeof ts, "%lld", (long long)to);
+	meter_time_format(from, when, sizeof when);
+	snprintf(month, sizeof month, "%.7s-01", when);
+	const char *pr[] = {id, fs, ts, ls}, *pm[] = {id, ls, month};
+	PGresult *res = is_month(from, to) ? q_exec(w, Q_LISTING_FILL_MONTH, 3, pm)
+	                                   : q_exec(w, Q_LISTING_FILL_RANGE, 4, pr);
+	bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+	if (!ok)
+		reply_db_error(r, "could not order the listing", res);
+	PQclear(res);
+	return ok;
+}
+
+/*
+ * The page of listing at offset (the primary's: a replica may not have it
+ * yet), ordering the listing first when this is the first page asked for
+ * after its head.
+ */
+static bool page_of_listing(struct req *r, const char *id, int64_t from, int64_t to, int64_t limit,
+                            struct page *pg)
+{
+	PGconn *c = req_db(r);
+	if (c == NULL)
+		return false;
+	char ls[24], os[24], ns[24];
+	snprintf(ls, sizeof ls, "%lld", (long long)pg->listing);
+	snprintf(os, sizeof os, "%lld", (long long)pg->offset);
+	snprintf(ns, sizeof ns, "%lld", (long long)limit);
+	const char *params[] = {id, ls, os, ns};
+	for (int round = 0;; round++) {
+		PGresult *res = q_exec(c, Q_LISTING_PAGE, 4, params);
+		bool ok = false, unordered = false;
+		int64_t rf, rt;
+		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+			reply_db_error(r, "could not read the listing", res);
+		} else if (PQntuples(res) == 0) {
+			reply_bad_cursor(r, "the cursor names no listing of this account (listings "
+			                    "are kept a day): start again without one");
+		} else if (!col_int(res, 0, 1, &rf) || !col_int(res, 0, 2, &rt)) {
+			reply_db_error(r, "could not read the listing", NULL);
+		} else if (rf != from || rt != to) {
+			reply_bad_cursor(r,
+			                 "the cursor belongs to another range: give the from and "
+			                 "to of its first page");
+		} else if (PQgetisnull(res, 0, 3) && round == 0) {
+			unordered = true;
+		} else if (!col_int(res, 0, 3, &pg->count)) {
+			reply_db_error(r, "could not read the listing", NULL);
+		} else if (pg->offset > pg->count) {
+			reply_bad_cursor(r, "the cursor is past the end of its listing");
+		} else if (!page_take(pg, res, 1, 4)) {
+			reply_problemf(r, 500, "internal", "Internal error", "out of memory");
+		} else {
+			ok = true;
+		}
+		PQclear(res);
+		if (!unordered)
+			return ok;
+		if (!listing_fill(r, c, id, from, to, pg))
+			return false;
+	}
+}
+
+/*
+ * The first page: the limit costliest sandboxes of the range (then by id).
+ * When there are more, a listing is kept (usage_listings) holding this page's
+ * ids; the pages after it follow them in the order the second page's request
+ * finds (listing_fill), so each sandbox is listed once.
+ */
+static bool first_page(struct req *r, PGconn *c, const char *id, const char *fs, const char *ts,
+                       const char *month, int64_t limit, struct page *pg)
+{
+	char ns[24];
+	snprintf(ns, sizeof ns, "%lld", (long long)(limit + 1));
+	const char *pr[] = {id, fs, ts, ns}, *pm[] = {id, month, ns};
+	PGresult *res = month ? q_exec_planned(c, Q_RANK_MONTH, 3, pm)
+	                      : q_exec_planned(c, Q_RANK_RANGE, 4, pr);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		reply_db_error(r, "could not rank the sandboxes", res);
+		PQclear(res);
+		return false;
+	}
+	int rows = PQntuples(res);
+	bool ok = page_take(pg, res, 0, 0);
+	if (ok && rows > limit)
+		pg->n = (int)limit;
+	pg->count = pg->n;
+	ok = ok && (rows <= limit || month || col_int(res, 0, 1, &pg->count));
+	PQclear(res);
+	if (!ok) {
+		reply_problemf(r, 500, "internal", "Internal error", "out of memory");
+		return false;
+	}
+	if (rows <= limit)
+		return true;
+	if (month) {
+		const char *pc[] = {id, month};
+		res = q_exec_planned(c, Q_COUNT_MONTH, 2, pc);
+		ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+		     col_int(res, 0, 0, &pg->count);
+		if (!ok)
+			reply_db_error(r, "could not count the sandboxes", res);
+		PQclear(res);
+		if (!ok)
+			return false;
+	}
+	PGconn *w = req_db(r);
+	char *head = w ? ids_array(pg) : NULL;
+	if (w == NULL || head == NULL) {
+		if (w != NULL)
+			reply_problemf(r, 500, "internal", "Internal error", "out of memory");
+		return false;
+	}
+	const char *pl[] = {id, fs, ts, head};
+	res = q_exec(w, Q_LISTING_NEW, 4, pl);
+	free(head);
+	ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+	     col_int(res, 0, 0, &pg->listing);
+	if (!ok)
+		reply_db_error(r, "could not keep the listing", res);
+	PQclear(res);
+	return ok;
 }
 
 /* Usage of the page's sandboxes in the range, in the page's order, into per (n of them). */
@@ -367,7 +423,7 @@ void h_usage(struct req *r)
 	char fs[24], ts[24], asof[METER_TIME_BUF], when[METER_TIME_BUF], month[16];
 	snprintf(fs, sizeof fs, "%lld", (long long)from);
 	snprintf(ts, sizeof ts, "%lld", (long long)to);
-	bool one_month = from == meter_month_start(from) && to == meter_month_next(from);
+	bool one_month = is_month(from, to);
 	if (one_month) {
 		meter_time_format(from, when, sizeof when);
 		snprintf(month, sizeof month, "%.7s-01", when);

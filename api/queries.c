@@ -120,27 +120,34 @@ static const char *const sql[Q_COUNT] = {
                                "$3") " GROUP BY sandbox_id, price_plan_id",
         /* A sandbox's cost over a range: per plan, CPU and memory each priced once
          * (meter_part_nano, migrations/0019), as the answer prices it. */
-        [Q_RANK_RANGE] = "SELECT sandbox_id FROM (" RANGE_COSTS ") x "
+        [Q_RANK_RANGE] = "SELECT sandbox_id, count(*) OVER () FROM (" RANGE_COSTS ") x "
                          "ORDER BY cost DESC, sandbox_id COLLATE \"C\" LIMIT $4",
         [Q_RANK_MONTH] = "SELECT sandbox_id FROM sandbox_month_cost "
                          "WHERE account_id = $1 AND month = $2::date "
                          "ORDER BY cost_nano DESC, sandbox_id COLLATE \"C\" LIMIT $3",
+        [Q_COUNT_MONTH] = "SELECT count(*) FROM sandbox_month_cost "
+                          "WHERE account_id = $1 AND month = $2::date",
         [Q_TOP_MONTH] = "SELECT sandbox_id, cost_nano, cpu_measured_us, cpu_billed_us "
                         "FROM sandbox_month_cost WHERE account_id = $1 AND month = $2::date "
                         "ORDER BY cost_nano DESC, sandbox_id COLLATE \"C\" LIMIT $3",
-        [Q_LISTING_RANGE] = "INSERT INTO usage_listings (account_id, range_from, range_to, ids) "
-                            "SELECT $1::meter_id, " TS("$2") ", " TS(
-                                    "$3") ", coalesce(array_agg(sandbox_id::text "
-                                          "ORDER BY cost DESC, sandbox_id COLLATE "
-                                          "\"C\"), '{}') FROM (" RANGE_COSTS ") x "
-                                          "RETURNING id, cardinality(ids)",
-        [Q_LISTING_MONTH] =
-                "INSERT INTO usage_listings (account_id, range_from, range_to, ids) "
-                "SELECT $1::meter_id, " TS("$2") ", " TS(
-                        "$3") ", coalesce(array_agg(sandbox_id::text "
-                              "ORDER BY cost_nano DESC, sandbox_id COLLATE \"C\"), '{}') "
-                              "FROM sandbox_month_cost WHERE account_id = $1 AND month = $4::date "
-                              "RETURNING id, cardinality(ids)",
+        [Q_LISTING_NEW] = "INSERT INTO usage_listings (account_id, range_from, range_to, head) "
+                          "VALUES ($1, " TS("$2") ", " TS("$3") ", $4::text[]) RETURNING id",
+        /* The listing's order, made once: its head, then every other sandbox ranked as
+         * it stands (NOT IN an uncorrelated subquery: a hashed lookup). A second
+         * request waits for the first's row lock, then finds ids set and does nothing. */
+        [Q_LISTING_FILL_RANGE] =
+                "UPDATE usage_listings l SET ids = l.head || coalesce((SELECT array_agg("
+                "sandbox_id::text ORDER BY cost DESC, sandbox_id COLLATE \"C\") FROM (" RANGE_COSTS
+                ") x WHERE sandbox_id::text NOT IN (SELECT unnest(h.head) FROM usage_listings h "
+                "WHERE h.account_id = $1 AND h.id = $4)), '{}') "
+                "WHERE l.account_id = $1 AND l.id = $4 AND l.ids IS NULL",
+        [Q_LISTING_FILL_MONTH] =
+                "UPDATE usage_listings l SET ids = l.head || coalesce((SELECT array_agg("
+                "c.sandbox_id::text ORDER BY c.cost_nano DESC, c.sandbox_id COLLATE \"C\") "
+                "FROM sandbox_month_cost c WHERE c.account_id = $1 AND c.month = $3::date "
+                "AND c.sandbox_id::text NOT IN (SELECT unnest(h.head) FROM usage_listings h "
+                "WHERE h.account_id = $1 AND h.id = $2)), '{}') "
+                "WHERE l.account_id = $1 AND l.id = $2 AND l.ids IS NULL",
         [Q_LISTING_PAGE] =
                 "WITH l AS (SELECT * FROM usage_listings WHERE account_id = $1 AND id = $2) "
                 "SELECT 0, " US("range_from") ", " US(
@@ -176,14 +183,16 @@ static const char *const sql[Q_COUNT] = {
                            "WHERE sandbox_id = $1 AND ts > " TS("$2") " AND ts <= " TS("$3"),
         [Q_RUNNING_COUNT] = "SELECT count(*) FROM sandboxes WHERE account_id = $1 "
                             "AND stopped_at IS NULL",
+        /* days by their UTC date, as the rollup keeps them (migrations/0021) */
         [Q_DAILY] = "SELECT " US(
-                "date_trunc('day', hour)") " d, price_plan_id, " SUMS " "
-                                           "FROM usage_hourly WHERE account_id = $1 AND hour "
-                                           ">= " TS(
-                                                   "$2") " "
-                                                         "AND hour < " TS(
-                                                                 "$3") " GROUP BY d, price_plan_id "
-                                                                       "ORDER BY d, price_plan_id",
+                "day::timestamp") ", price_plan_id, cpu_measured_us, "
+                                  "cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us FROM "
+                                  "account_day "
+                                  "WHERE account_id = $1 AND day >= (" TS(
+                                          "$2") " AT TIME ZONE 'UTC')::date "
+                                                "AND day < (" TS(
+                                                        "$3") " AT TIME ZONE 'UTC')::date ORDER BY "
+                                                              "day, price_plan_id",
         [Q_ROLLUP_STATS] =
                 "SELECT count(*) FILTER (WHERE waiting IS NULL), "
                 "count(*) FILTER (WHERE waiting_kind = 'unregistered'), "

@@ -26,20 +26,26 @@ enum query {
 	Q_MARK,          /* sandbox, from µs (NULL: everything) -> queue a re-rating */
 	Q_USAGE_TOTALS,  /* account, from µs, to µs -> per plan sums */
 	Q_USAGE_MONTH_TOTALS, /* account, month (date) -> per plan sums (account_month) */
-	Q_USAGE_OF,      /* account, from µs, to µs, ids -> per sandbox and plan sums of those */
-	Q_RANK_RANGE,    /* account, from µs, to µs, n -> the n costliest sandboxes (then id) */
-	Q_RANK_MONTH,    /* account, month (date), n -> the same from sandbox_month_cost */
-	Q_TOP_MONTH,     /* account, month (date), n -> the costliest: id, cost nano, measured,
-	                  * billed µs */
-	Q_LISTING_RANGE, /* account, from µs, to µs -> a listing of every sandbox: id, count */
-	Q_LISTING_MONTH, /* account, from µs, to µs, month (date) -> the same for a month */
-	Q_LISTING_PAGE,  /* account, listing, offset, n -> its range and count, then its ids */
+	Q_USAGE_OF,    /* account, from µs, to µs, ids -> per sandbox and plan sums of those */
+	Q_RANK_RANGE,  /* account, from µs, to µs, n -> the n costliest sandboxes (then id),
+	                * and how many there are */
+	Q_RANK_MONTH,  /* account, month (date), n -> the same from sandbox_month_cost, ids
+	                * only */
+	Q_COUNT_MONTH, /* account, month (date) -> its sandboxes in sandbox_month_cost */
+	Q_TOP_MONTH,   /* account, month (date), n -> the costliest: id, cost nano, measured,
+	                * billed µs */
+	Q_LISTING_NEW, /* account, from µs, to µs, first page's ids -> a listing's id */
+	Q_LISTING_FILL_RANGE, /* account, from µs, to µs, listing -> its order, made once */
+	Q_LISTING_FILL_MONTH, /* account, listing, month (date) -> the same from a month's costs */
+	Q_LISTING_PAGE,  /* account, listing, offset, n -> its range and count (NULL: not ordered
+	                  * yet), then its ids */
 	Q_SANDBOX_LIST,  /* account, after id, n, status, from µs, to µs -> sandboxes by id */
 	Q_DATA_AS_OF,    /* account -> oldest pending mark of its sandboxes, or now (µs) */
 	Q_SANDBOX_HOURS, /* account, sandbox, from µs, to µs -> per hour and plan sums */
 	Q_SANDBOX_PEAK,  /* sandbox, from µs, to µs -> peak memory bytes and the last limit */
 	Q_RUNNING_COUNT, /* account -> running sandboxes */
-	Q_DAILY,         /* account, from µs, to µs -> per day and plan sums, in order */
+	Q_DAILY,         /* account, from µs, to µs (whole UTC days) -> per day and plan sums, in
+	                  * order (account_day) */
 	Q_ROLLUP_STATS,  /* -> pending marks, unregistered, age of the oldest (µs), parked,
 	                  *    unpriced intervals */
 	Q_COUNT

@@ -544,7 +544,7 @@ static const char checkpoint_sql[] =
 /*
  * Removes the rated sandboxes' marks ($4) and their hours from their window
  * on ($1 accounts, $2 sandboxes, $3 windows), taking those hours out of
- * account_month, and sets aside the marks that cannot be rated ($5, why $6,
+ * sandbox_month, account_day and account_month, and sets aside the marks that cannot be rated ($5, why $6,
  * kind $7: 'unregistered' or 'parked').
  */
 static const char clear_sql[] =
@@ -571,6 +571,15 @@ static const char clear_sql[] =
 	"  memory_mgib_us = t.memory_mgib_us - x.f FROM sagg x "
 	"  WHERE t.account_id = x.account_id AND t.month = x.m AND t.sandbox_id = x.sandbox_id "
 	"  AND t.price_plan_id = x.price_plan_id), "
+	"dagg AS (SELECT account_id, (hour AT TIME ZONE 'UTC')::date dd, price_plan_id, "
+	"  sum(cpu_measured_us) a, sum(cpu_billed_us) b, sum(busy_us) c, sum(idle_us) d, "
+	"  sum(wall_us) e, sum(memory_mgib_us) f FROM old GROUP BY 1, 2, 3), "
+	"ad AS (UPDATE account_day t SET cpu_measured_us = t.cpu_measured_us - x.a, "
+	"  cpu_billed_us = t.cpu_billed_us - x.b, busy_us = t.busy_us - x.c, "
+	"  idle_us = t.idle_us - x.d, wall_us = t.wall_us - x.e, "
+	"  memory_mgib_us = t.memory_mgib_us - x.f FROM dagg x "
+	"  WHERE t.account_id = x.account_id AND t.day = x.dd "
+	"  AND t.price_plan_id = x.price_plan_id), "
 	"agg AS (SELECT account_id, m, price_plan_id, sum(a) a, sum(b) b, sum(c) c, sum(d) d, "
 	"  sum(e) e, sum(f) f FROM sagg GROUP BY 1, 2, 3) "
 	"UPDATE account_month t SET cpu_measured_us = t.cpu_measured_us - agg.a, "
@@ -587,8 +596,8 @@ static const char unpriced_sql[] =
 	"SELECT a, s, " TS("h") ", n, w, c FROM unnest($1::text[], $2::text[], $3::bigint[], "
 	"  $4::bigint[], $5::bigint[], $6::bigint[]) v(a, s, h, n, w, c)";
 
-/* Inserts the new hours (one array per column) and adds them to sandbox_month and
- * account_month. */
+/* Inserts the new hours (one array per column) and adds them to sandbox_month,
+ * account_day and account_month. */
 static const char insert_sql[] =
 	"WITH ins AS (INSERT INTO usage_hourly (account_id, sandbox_id, hour, price_plan_id, "
 	"  cpu_measured_us, cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us, updated_at) "
@@ -603,6 +612,18 @@ static const char insert_sql[] =
 	"    sum(idle_us), sum(wall_us), sum(memory_mgib_us) "
 	"  FROM ins GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4 "
 	"  ON CONFLICT (account_id, month, sandbox_id, price_plan_id) DO UPDATE SET "
+	"    cpu_measured_us = t.cpu_measured_us + EXCLUDED.cpu_measured_us, "
+	"    cpu_billed_us = t.cpu_billed_us + EXCLUDED.cpu_billed_us, "
+	"    busy_us = t.busy_us + EXCLUDED.busy_us, idle_us = t.idle_us + EXCLUDED.idle_us, "
+	"    wall_us = t.wall_us + EXCLUDED.wall_us, "
+	"    memory_mgib_us = t.memory_mgib_us + EXCLUDED.memory_mgib_us), "
+	"ad AS (INSERT INTO account_day AS t (account_id, day, price_plan_id, cpu_measured_us, "
+	"  cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us) "
+	"  SELECT account_id, (hour AT TIME ZONE 'UTC')::date, price_plan_id, "
+	"    sum(cpu_measured_us), sum(cpu_billed_us), sum(busy_us), "
+	"    sum(idle_us), sum(wall_us), sum(memory_mgib_us) "
+	"  FROM ins GROUP BY 1, 2, 3 ORDER BY 1, 2, 3 "
+	"  ON CONFLICT (account_id, day, price_plan_id) DO UPDATE SET "
 	"    cpu_measured_us = t.cpu_measured_us + EXCLUDED.cpu_measured_us, "
 	"    cpu_billed_us = t.cpu_billed_us + EXCLUDED.cpu_billed_us, "
 	"    busy_us = t.busy_us + EXCLUDED.busy_us, idle_us = t.idle_us + EXCLUDED.idle_us, "

@@ -62,6 +62,9 @@ VALUES ('bench', (date_trunc('month', now()) - interval '1 month')::date, 1, 180
 INSERT INTO account_month SELECT account_id, date_trunc('month', hour)::date, price_plan_id,
        sum(cpu_measured_us), sum(cpu_billed_us), sum(busy_us), sum(idle_us), sum(wall_us),
        sum(memory_mgib_us) FROM usage_hourly GROUP BY 1, 2, 3;
+INSERT INTO account_day SELECT account_id, (hour AT TIME ZONE 'UTC')::date, price_plan_id,
+       sum(cpu_measured_us), sum(cpu_billed_us), sum(busy_us), sum(idle_us), sum(wall_us),
+       sum(memory_mgib_us) FROM usage_hourly GROUP BY 1, 2, 3;
 ANALYZE;
 SQL
 key=$("$build/meter" key create --account bench 2>/dev/null)

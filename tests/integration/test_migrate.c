@@ -342,6 +342,7 @@ static const struct placement {
         {"accounts", BY_ACCOUNT, "id"},
         {"usage_hourly", BY_ACCOUNT, "account_id"},
         {"account_month", BY_ACCOUNT, "account_id"},
+        {"account_day", BY_ACCOUNT, "account_id"},
         {"invoices", BY_ACCOUNT, "account_id"},
         {"invoice_quantities", BY_ACCOUNT, "account_id"},
         {"limit_notices", BY_ACCOUNT, "account_id"},

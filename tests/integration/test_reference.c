@@ -595,6 +595,38 @@ out:
 	PQclear(c);
 }
 
+/*
+ * account_day (kept by the rollup, hours taken out and put in as sandboxes
+ * are re-rated) against the same hours summed at once by day: every day and
+ * plan with usage matches, and a day with none is absent or all zero.
+ */
+static void compare_days(struct run *r, char *diff, size_t len)
+{
+	PGresult *d = PQexec(
+	        r->db.conn,
+	        "WITH h AS (SELECT account_id, (hour AT TIME ZONE 'UTC')::date AS day, "
+	        "price_plan_id, sum(cpu_measured_us) a, sum(cpu_billed_us) b, sum(busy_us) c, "
+	        "sum(idle_us) d, sum(wall_us) e, sum(memory_mgib_us) f FROM usage_hourly "
+	        "GROUP BY 1, 2, 3) "
+	        "SELECT coalesce(h.account_id, k.account_id) || ' ' || coalesce(h.day, k.day) "
+	        "|| ' plan ' || coalesce(h.price_plan_id, k.price_plan_id) || ': hours ' || "
+	        "coalesce(h.a || '/' || h.b || '/' || h.e || '/' || h.f, 'none') || ', account_day "
+	        "' || coalesce(k.cpu_measured_us || '/' || k.cpu_billed_us || '/' || k.wall_us || "
+	        "'/' || k.memory_mgib_us, 'none') FROM h FULL JOIN account_day k "
+	        "ON k.account_id = h.account_id AND k.day = h.day AND k.price_plan_id = "
+	        "h.price_plan_id WHERE (h.a, h.b, h.c, h.d, h.e, h.f) IS DISTINCT FROM "
+	        "(k.cpu_measured_us, k.cpu_billed_us, k.busy_us, k.idle_us, k.wall_us, "
+	        "k.memory_mgib_us) AND NOT (h.account_id IS NULL AND k.cpu_measured_us = 0 AND "
+	        "k.cpu_billed_us = 0 AND k.busy_us = 0 AND k.idle_us = 0 AND k.wall_us = 0 AND "
+	        "k.memory_mgib_us = 0) LIMIT 3");
+	if (PQresultStatus(d) != PGRES_TUPLES_OK)
+		say(diff, len, "  account days: DIFFERS (could not read: %s)\n",
+		    PQerrorMessage(r->db.conn));
+	for (int i = 0; PQresultStatus(d) == PGRES_TUPLES_OK && i < PQntuples(d); i++)
+		say(diff, len, "  account day DIFFERS: %s\n", PQgetvalue(d, i, 0));
+	PQclear(d);
+}
+
 /* Runs one seed; true when meter and the reference agree. */
 static bool one_seed(const char *template_name, uint64_t seed, int *scenarios)
 {
@@ -624,6 +656,7 @@ static bool one_seed(const char *template_name, uint64_t seed, int *scenarios)
 		compare_trial(&r, &s, a, diff, sizeof diff);
 	}
 	compare_month_costs(&r, diff, sizeof diff);
+	compare_days(&r, diff, sizeof diff);
 	ok = strstr(diff, "DIFFERS") == NULL && strstr(diff, "set aside") == NULL &&
 	     strstr(diff, "status") == NULL && strstr(diff, "overflowed") == NULL;
 	*scenarios += s.in.naccounts;
