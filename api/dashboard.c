@@ -172,22 +172,52 @@ void h_login_page(struct req *r)
 	finish(r, &p, 200);
 }
 
-static const char cookie_fmt[] = "meter_session=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%d";
-
-static void start_session(struct req *r, PGconn *c, bool admin, const char *account)
+/* The session cookie (token "" and max_age 0: its removal); Secure over HTTPS. */
+static void session_cookie(const struct req *r, const char *token, int max_age, char *out,
+                           size_t len)
 {
-	char token[TOKEN_LEN + 1], err[256], cookie[200];
-	if (!session_create(c, "session", admin ? NULL : account, token, err, sizeof err)) {
+	snprintf(out, len, "meter_session=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%d%s",
+	         token, max_age, server_secure_cookies(r->srv) ? "; Secure" : "");
+}
+
+/*
+ * True when a form post comes from meter's own pages: a browser names the
+ * page's origin in Origin, which must be this server (http or https and the
+ * Host asked for). A post with no Origin (not a browser: curl, a script) is
+ * let through; "null" (a sandboxed or opaque page) is not. Answers 403 when
+ * false.
+ */
+static bool same_origin(struct req *r)
+{
+	const char *o = r->origin;
+	if (o[0] == '\0')
+		return true;
+	const char *rest = strncmp(o, "http://", 7) == 0    ? o + 7
+	                   : strncmp(o, "https://", 8) == 0 ? o + 8
+	                                                    : NULL;
+	if (rest && r->host[0] && strcmp(rest, r->host) == 0)
+		return true;
+	reply_problemf(r, 403, "cross-origin", "Cross-origin form",
+	               "this form may be sent from meter's own pages only");
+	return false;
+}
+
+static void start_session(struct req *r, PGconn *c, bool admin, const char *account, int64_t key_id)
+{
+	char token[TOKEN_LEN + 1], err[256], cookie[256];
+	if (!session_create(c, "session", admin ? NULL : account, key_id, token, err, sizeof err)) {
 		reply_db_error(r, err, NULL);
 		return;
 	}
-	snprintf(cookie, sizeof cookie, cookie_fmt, token, SESSION_TTL_S);
+	session_cookie(r, token, SESSION_TTL_S, cookie, sizeof cookie);
 	reply_redirect(r, "/dashboard", cookie);
 }
 
 void h_login(struct req *r)
 {
 	char key[128];
+	if (!same_origin(r))
+		return;
 	if (!in_form_value(r->body, r->body_len, "key", key, sizeof key) ||
 	    strlen(key) != KEY_LEN || strncmp(key, KEY_PREFIX, 3) != 0) {
 		reply_redirect(r, "/login?failed=1", NULL);
@@ -198,20 +228,46 @@ void h_login(struct req *r)
 		return;
 	const char *params[] = {key};
 	PGresult *res = q_exec(c, Q_AUTH, 1, params);
+	int64_t key_id = 0;
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		reply_db_error(r, "could not check the API key", res);
-	else if (PQntuples(res) != 1)
+	else if (PQntuples(res) != 1 || !col_int(res, 0, 2, &key_id))
 		reply_redirect(r, "/login?failed=1", NULL);
 	else
 		start_session(r, c, strcmp(PQgetvalue(res, 0, 0), "admin") == 0,
-		              PQgetvalue(res, 0, 1));
+		              PQgetvalue(res, 0, 1), key_id);
 	PQclear(res);
 }
 
+/*
+ * GET /login/{token}: a page with one button that posts the link back. Mail
+ * and chat scanners open links to preview them (GET, HEAD); only the post
+ * spends it, so a preview never uses a person's link up.
+ */
+void h_login_link_page(struct req *r)
+{
+	const char *t = r->param[0];
+	if (strlen(t) != TOKEN_LEN || strspn(t, "0123456789abcdef") != TOKEN_LEN) {
+		reply_redirect(r, "/login?failed=1", NULL); /* no link of ours */
+		return;
+	}
+	struct page p = {0};
+	head(&p, "Log in");
+	put(&p, "<section style=\"max-width:420px;margin:60px auto\"><h1>meter</h1>"
+	        "<p class=\"muted\">This one-time link opens the dashboard once.</p>"
+	        "<form method=\"post\" action=\"/login/");
+	esc(&p, r->param[0]);
+	put(&p, "\"><button type=\"submit\">Open the dashboard</button></form></section>");
+	finish(r, &p, 200);
+}
+
+/* POST /login/{token}: spends the link and opens a session. */
 void h_login_link(struct req *r)
 {
 	char err[256], account[160];
 	bool found = false, admin = false;
+	if (!same_origin(r))
+		return;
 	PGconn *c = req_db(r);
 	if (c == NULL)
 		return;
@@ -220,12 +276,14 @@ void h_login_link(struct req *r)
 	else if (!found)
 		reply_redirect(r, "/login?failed=1", NULL);
 	else
-		start_session(r, c, admin, account);
+		start_session(r, c, admin, account, 0);
 }
 
 void h_logout(struct req *r)
 {
-	char err[256], cookie[200];
+	char err[256], cookie[256];
+	if (!same_origin(r))
+		return;
 	PGconn *c = r->session[0] ? req_db(r) : NULL;
 	if (r->session[0] && c == NULL)
 		return;
@@ -233,7 +291,7 @@ void h_logout(struct req *r)
 		reply_db_error(r, err, NULL);
 		return;
 	}
-	snprintf(cookie, sizeof cookie, cookie_fmt, "", 0);
+	session_cookie(r, "", 0, cookie, sizeof cookie);
 	reply_redirect(r, "/login", cookie);
 }
 

@@ -33,6 +33,12 @@ void h_healthz(struct req *r)
  * go and why: "read_database" is ok, behind or unavailable (reads on the
  * primary then), and the replica is checked now when its check is due.
  */
+/*
+ * GET /readyz: "ready" while the primary answers, "degraded" while a
+ * configured replica is not serving reads (the primary serves them), 503
+ * when the primary does not answer. Why a replica is away (its error, which
+ * names hosts, ports and users) is shown to an admin key only.
+ */
 void h_readyz(struct req *r)
 {
 	PGconn *c = req_db(r);
@@ -46,7 +52,7 @@ void h_readyz(struct req *r)
 	if (!up)
 		return;
 	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "status", "ready");
+	cJSON *status = cJSON_AddStringToObject(o, "status", "ready");
 	cJSON_AddStringToObject(o, "database", "ok");
 	struct replica *rp = server_replica(r->srv);
 	if (rp == NULL) {
@@ -56,9 +62,12 @@ void h_readyz(struct req *r)
 		req_read_db(r); /* checks the replica when due */
 		struct replica_status st;
 		replica_status(rp, &st);
+		if (st.state != REPLICA_OK)
+			cJSON_SetValuestring(status, "degraded");
 		cJSON_AddStringToObject(o, "read_database", replica_state_name(st.state));
 		cJSON_AddStringToObject(o, "reads", r->rdb ? "replica" : "primary");
-		cJSON_AddStringToObject(o, "read_database_detail", st.detail);
+		if (req_is_admin(r))
+			cJSON_AddStringToObject(o, "read_database_detail", st.detail);
 		if (st.lag_us >= 0)
 			cJSON_AddNumberToObject(o, "read_database_lag_seconds",
 			                        (double)st.lag_us / 1e6);

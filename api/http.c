@@ -53,6 +53,7 @@ struct server {
 	bool lane_stopping;
 	pthread_t *lane;
 	unsigned nlane;
+	char *tls_cert, *tls_key; /* PEM text, when serving HTTPS */
 };
 
 static int64_t mono_ns(void)
@@ -77,9 +78,31 @@ int64_t server_invoice_grace(struct server *s)
 	return s->cfg.invoice_grace_us;
 }
 
+bool server_secure_cookies(struct server *s)
+{
+	return s->cfg.secure_cookies;
+}
+
+/*
+ * Headers on every answer. The pages are plain HTML and CSS with inline SVG:
+ * no script, no frame, nothing from elsewhere; forms post to meter only. No
+ * referrer leaves for another site (a login link's path is a secret); within
+ * meter it stays, for browsers then name the origin of a form they post (with
+ * no-referrer they send "null", which the login forms refuse). No type is
+ * guessed.
+ */
+#define PAGE_CSP                                                                                   \
+	"default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action "        \
+	"'self'; "                                                                                 \
+	"frame-ancestors 'none'; base-uri 'none'"
+
 /* Gives the request its answer: queued now, or kept until a slow lane's request resumes. */
 static void answer(struct req *r, unsigned status, struct MHD_Response *resp)
 {
+	MHD_add_response_header(resp, "Content-Security-Policy", PAGE_CSP);
+	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+	MHD_add_response_header(resp, "Referrer-Policy", "same-origin");
 	if (r->in_lane) {
 		r->pending = resp;
 		r->pending_status = status;
@@ -229,15 +252,31 @@ static unsigned req_timeout_ms(const struct req *r)
 	return r->route && r->route->timeout_ms ? r->route->timeout_ms : ROUTE_TIMEOUT_MS;
 }
 
+/*
+ * What a client is told of a database failure: the caller's own words, up to
+ * the first ": " (after which an error from common/db.c carries the server's
+ * text), never SQL nor the server's message. The log has them whole.
+ */
+static void client_words(const char *what, char *out, size_t len)
+{
+	const char *cut = strstr(what, ": ");
+	snprintf(out, len, "%.*s", cut ? (int)(cut - what) : (int)strlen(what), what);
+}
+
 void reply_db_error(struct req *r, const char *what, const PGresult *res)
 {
 	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
 	const char *code = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	char words[256];
+	client_words(what, words, sizeof words);
 	if (code && (strncmp(code, "22", 2) == 0 || strncmp(code, "23", 2) == 0)) {
 		/* The database refused a value (data exception, constraint): the request's fault.
 		 */
-		reply_problemf(r, 422, "invalid-value", "Invalid value", "%s: %s", what,
-		               msg ? msg : "a value was refused");
+		log_info("%s %s: %s: %s (SQLSTATE %s)", r->method, r->path, what,
+		         msg ? msg : "a value was refused", code);
+		reply_problemf(r, 422, "invalid-value", "Invalid value", "%s: %s", words,
+		               code[1] == '2' ? "a value is malformed or out of range"
+		                              : "a value conflicts with what is stored");
 		return;
 	}
 	if (code && strcmp(code, "57014") == 0) {
@@ -247,7 +286,7 @@ void reply_db_error(struct req *r, const char *what, const PGresult *res)
 		reply_problemf(r, 503, "timeout", "Timed out",
 		               "%s: it took longer than this request may (%u ms); try again later "
 		               "or ask for less",
-		               what, req_timeout_ms(r));
+		               words, req_timeout_ms(r));
 		return;
 	}
 	if (code && strcmp(code, "55P03") == 0) {
@@ -255,7 +294,7 @@ void reply_db_error(struct req *r, const char *what, const PGresult *res)
 		log_warn("%s %s: %s: a lock was not granted in time", r->method, r->path, what);
 		reply_problemf(r, 503, "busy", "Busy",
 		               "%s: another request holds what this one needs; try again shortly",
-		               what);
+		               words);
 		return;
 	}
 	pool_count_error(r->srv->pool);
@@ -265,7 +304,7 @@ void reply_db_error(struct req *r, const char *what, const PGresult *res)
 	         : r->db                                       ? PQerrorMessage(r->db)
 	                                                       : "no connection");
 	reply_problemf(r, 503, "database-unavailable", "Database unavailable",
-	               "%s: the database did not answer; try again shortly", what);
+	               "%s: the database did not answer; try again shortly", words);
 }
 
 PGconn *req_db(struct req *r)
@@ -338,58 +377,6 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
 	return MHD_YES;
 }
 
-/*
- * Keys found valid are remembered for AUTH_CACHE_MS, so the hot path (the
- * quota check) costs one database round trip, not two. A revoked key stops
- * working within that time. Only valid keys are remembered.
- */
-#define AUTH_CACHE_SLOTS 256
-#define AUTH_CACHE_MS    2000
-#define KEY_TEXT_MAX     (KEY_LEN + 1)
-
-struct auth_slot {
-	char key[KEY_TEXT_MAX];
-	bool admin;
-	char account[160];
-	int64_t until_ns;
-};
-
-static struct auth_slot auth_cache[AUTH_CACHE_SLOTS];
-static pthread_mutex_t auth_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static struct auth_slot *auth_slot_of(const char *key)
-{
-	uint32_t h = 2166136261u; /* FNV-1a */
-	for (const char *p = key; *p; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	return &auth_cache[h % AUTH_CACHE_SLOTS];
-}
-
-static bool auth_cached(struct req *r, const char *key)
-{
-	bool hit = false;
-	pthread_mutex_lock(&auth_mu);
-	struct auth_slot *s = auth_slot_of(key);
-	if (s->until_ns > mono_ns() && strcmp(s->key, key) == 0) {
-		r->admin = s->admin;
-		snprintf(r->account, sizeof r->account, "%s", s->account);
-		hit = true;
-	}
-	pthread_mutex_unlock(&auth_mu);
-	return hit;
-}
-
-static void auth_remember(const struct req *r, const char *key)
-{
-	pthread_mutex_lock(&auth_mu);
-	struct auth_slot *s = auth_slot_of(key);
-	snprintf(s->key, sizeof s->key, "%s", key);
-	s->admin = r->admin;
-	snprintf(s->account, sizeof s->account, "%s", r->account);
-	s->until_ns = mono_ns() + (int64_t)AUTH_CACHE_MS * 1000000;
-	pthread_mutex_unlock(&auth_mu);
-}
-
 /* A page's request with no key: the session cookie, or off to the login form. */
 static bool authenticate_session(struct req *r)
 {
@@ -424,8 +411,8 @@ static bool authenticate(struct req *r)
 		               "the Authorization header must be \"Bearer \" and an API key");
 		return false;
 	}
-	if (auth_cached(r, key))
-		return true;
+	/* Every request asks the database (no cache): a revoked key is refused at once by
+	 * every meter-api process. */
 	PGconn *c = req_db(r);
 	if (c == NULL)
 		return false;
@@ -440,11 +427,28 @@ static bool authenticate(struct req *r)
 	} else {
 		r->admin = strcmp(PQgetvalue(res, 0, 0), "admin") == 0;
 		snprintf(r->account, sizeof r->account, "%s", PQgetvalue(res, 0, 1));
-		auth_remember(r, key);
 		ok = true;
 	}
 	PQclear(res);
 	return ok;
+}
+
+bool req_is_admin(struct req *r)
+{
+	char key[KEY_LEN + 1];
+	if (r->route->auth != AUTH_PUBLIC)
+		return r->admin;
+	if (r->auth_header[0] == '\0' || !in_bearer_key(r->auth_header, key, sizeof key))
+		return false;
+	PGconn *c = r->db; /* the handler's connection: none, no answer */
+	if (c == NULL)
+		return false;
+	const char *params[] = {key};
+	PGresult *res = q_exec(c, Q_AUTH, 1, params);
+	r->admin = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+	           strcmp(PQgetvalue(res, 0, 0), "admin") == 0;
+	PQclear(res);
+	return r->admin;
 }
 
 /* Runs the request's handler and gives its connections back once its answer is made. */
@@ -670,11 +674,35 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 			snprintf(r->auth_header, sizeof r->auth_header, "%s", auth);
 		else if (auth)
 			snprintf(r->auth_header, sizeof r->auth_header, "%s", "too long");
+		const char *origin = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Origin");
+		const char *host =
+		        MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+		snprintf(r->origin, sizeof r->origin, "%s",
+		         origin == NULL                      ? ""
+		         : strlen(origin) < sizeof r->origin ? origin
+		                                             : "-");
+		snprintf(r->host, sizeof r->host, "%s",
+		         host && strlen(host) < sizeof r->host ? host : "");
 		const char *sess =
 		        MHD_lookup_connection_value(mc, MHD_COOKIE_KIND, "meter_session");
 		if (sess && strlen(sess) < sizeof r->session)
 			snprintf(r->session, sizeof r->session, "%s", sess);
 		*con_cls = r;
+		/* A body announced too large is refused before it is sent: answering now, in
+		 * the first call, keeps libmicrohttpd from saying "100 Continue". */
+		const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
+		                                             MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (cl && strtoull(cl, NULL, 10) > REQ_BODY_MAX) {
+			r->too_large = true;
+			watch_mark(r->srv, mc, true);
+			reply_problemf(r, 413, "too-large", "Request body too large",
+			               "the body may be at most %d bytes", REQ_BODY_MAX);
+			return MHD_YES;
+		}
+		return MHD_YES;
+	}
+	if (r->answered && !r->in_lane) {
+		*upload_size = 0; /* refused in the first call: what comes is dropped */
 		return MHD_YES;
 	}
 	if (*upload_size) {
@@ -734,6 +762,52 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	log_debug("http: %s", line);
 }
 
+/* What server_start made, before its threads. */
+static void server_free(struct server *s)
+{
+	pool_free(s->pool);
+	replica_free(s->replica);
+	free(s->tls_cert);
+	free(s->tls_key);
+	free(s);
+}
+
+/* The whole PEM file at path (what: its option, for the error). */
+static bool read_pem(const char *path, const char *what, char **out, char *err, size_t errlen)
+{
+	FILE *f = path && path[0] ? fopen(path, "r") : NULL;
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	if (f == NULL) {
+		snprintf(err, errlen, "%s: cannot open \"%s\"", what, path ? path : "");
+		return false;
+	}
+	for (;;) {
+		if (len + 4096 + 1 > cap) {
+			char *nb =
+			        cap < 1024 * 1024 ? realloc(buf, cap = cap ? 2 * cap : 8192) : NULL;
+			if (nb == NULL)
+				break;
+			buf = nb;
+		}
+		size_t n = fread(buf + len, 1, 4096, f);
+		len += n;
+		if (n == 0)
+			break;
+	}
+	bool ok = !ferror(f) && feof(f) && buf != NULL && len > 0;
+	fclose(f);
+	if (!ok) {
+		free(buf);
+		snprintf(err, errlen, "%s: cannot read \"%s\" (empty, unreadable or over 1 MiB)",
+		         what, path);
+		return false;
+	}
+	buf[len] = '\0';
+	*out = buf;
+	return true;
+}
+
 struct server *server_start(const struct server_config *cfg, char *err, size_t errlen)
 {
 	struct sockaddr_in addr = {.sin_family = AF_INET};
@@ -774,21 +848,39 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	bool tls = cfg->tls_cert && cfg->tls_cert[0];
+	if (tls) {
+		s->cfg.secure_cookies = true;
+		if (!read_pem(cfg->tls_cert, "--tls-cert", &s->tls_cert, err, errlen) ||
+		    !read_pem(cfg->tls_key, "--tls-key", &s->tls_key, err, errlen)) {
+			server_free(s);
+			return NULL;
+		}
+	} else if (cfg->tls_key && cfg->tls_key[0]) {
+		snprintf(err, errlen, "--tls-key needs --tls-cert");
+		server_free(s);
+		return NULL;
+	}
+	struct MHD_OptionItem tls_opts[] = {
+	        {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, s->tls_cert},
+	        {MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key},
+	        {MHD_OPTION_END, 0, NULL},
+	};
 	s->daemon = MHD_start_daemon(
-	        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
-	        NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+	        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+	                (tls ? MHD_USE_TLS : 0),
+	        0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
 	        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads, MHD_OPTION_CONNECTION_LIMIT,
 	        (unsigned)cfg->conn_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
 	        (unsigned)cfg->conn_limit_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
 	        (unsigned)cfg->timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
 	        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-	        NULL, MHD_OPTION_END);
+	        NULL, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
 	if (s->daemon == NULL) {
-		snprintf(err, errlen, "could not listen on %s (in use, or not allowed?)",
-		         cfg->listen);
-		pool_free(s->pool);
-		replica_free(s->replica);
-		free(s);
+		snprintf(err, errlen, "could not listen on %s (%s)", cfg->listen,
+		         tls ? "in use, not allowed, or the certificate and key do not make a pair?"
+		             : "in use, or not allowed?");
+		server_free(s);
 		return NULL;
 	}
 	/* The lane leaves at least one database connection to the request threads. */
@@ -829,7 +921,5 @@ void server_stop(struct server *s)
 		pthread_join(s->lane[i], NULL);
 	free(s->lane);
 	MHD_stop_daemon(s->daemon);
-	pool_free(s->pool);
-	replica_free(s->replica);
-	free(s);
+	server_free(s);
 }

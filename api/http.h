@@ -36,6 +36,9 @@ struct server_config {
 	unsigned timeout_s;         /* idle connection timeout */
 	unsigned request_timeout_s; /* a whole request must arrive within it */
 	int64_t invoice_grace_us;   /* after a month ends, before its invoice is final */
+	const char *tls_cert;       /* PEM files: HTTPS when both are set ("" or NULL: HTTP) */
+	const char *tls_key;
+	bool secure_cookies; /* the session cookie is Secure (always so over HTTPS) */
 };
 
 struct server;
@@ -57,6 +60,8 @@ struct req {
 	size_t seen; /* body bytes received, kept or not */
 	char auth_header[256];
 	char session[80];  /* the meter_session cookie, when sent */
+	char origin[256];  /* the Origin header ("" when not sent; "-" when too long) */
+	char host[256];    /* the Host header */
 	bool admin;        /* set by authentication */
 	char account[160]; /* an account key's account */
 	PGconn *db;
@@ -79,6 +84,7 @@ void server_stop(struct server *s);
 struct pool *server_pool(struct server *s);
 struct replica *server_replica(struct server *s); /* NULL when there is none */
 int64_t server_invoice_grace(struct server *s);
+bool server_secure_cookies(struct server *s);
 
 /* A database connection for this request (kept until it completes); NULL after answering 503. */
 PGconn *req_db(struct req *r);
@@ -89,6 +95,12 @@ PGconn *req_db(struct req *r);
  * Never for writes, nor for what must see committed state (api/replica.h).
  */
 PGconn *req_read_db(struct req *r);
+
+/*
+ * True when a public route's request carries a valid admin key, checked on the
+ * database connection it holds already (false without one); never answers.
+ */
+bool req_is_admin(struct req *r);
 
 /* True when the request may see account id; answers 404 (and returns false) when not. */
 bool req_may_see(struct req *r, const char *account_id);

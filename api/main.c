@@ -31,6 +31,9 @@ enum {
 	O_CONNS_IP,
 	O_TIMEOUT,
 	O_REQ_TIMEOUT,
+	O_TLS_CERT,
+	O_TLS_KEY,
+	O_SECURE_COOKIES,
 	O_ROLLUP,
 	O_ROLLUP_MS,
 	O_RETENTION,
@@ -71,6 +74,13 @@ static const struct opt_def opts[O_N] = {
                            "METER_REQUEST_TIMEOUT", false,
                            "seconds a client has to send a whole request (from connecting or "
                            "its previous answer); slower clients are cut off"},
+        [O_TLS_CERT] = {"tls-cert", OPT_STRING, 0, 0, 0, "", "METER_TLS_CERT", false,
+                        "serve HTTPS with this certificate (PEM; with --tls-key)"},
+        [O_TLS_KEY] = {"tls-key", OPT_STRING, 0, 0, 0, "", "METER_TLS_KEY", false,
+                       "the certificate's private key (PEM)"},
+        [O_SECURE_COOKIES] = {"secure-cookies", OPT_FLAG, 0, 0, 0, NULL, NULL, false,
+                              "mark the session cookie Secure (behind a proxy that serves "
+                              "HTTPS; always so with --tls-cert)"},
         [O_ROLLUP] = {"no-rollup", OPT_FLAG, 0, 0, 0, NULL, NULL, false,
                       "do not run the rollup worker in this process"},
         [O_ROLLUP_MS] = {"rollup-idle", OPT_DURATION, 0, 10000, 60000000, "250ms",
@@ -119,6 +129,9 @@ int main(int argc, char **argv)
 	        .timeout_s = (unsigned)v[O_TIMEOUT].num,
 	        .request_timeout_s = (unsigned)v[O_REQ_TIMEOUT].num,
 	        .invoice_grace_us = v[O_GRACE].num,
+	        .tls_cert = v[O_TLS_CERT].str,
+	        .tls_key = v[O_TLS_KEY].str,
+	        .secure_cookies = v[O_SECURE_COOKIES].set,
 	};
 	struct server *s = server_start(&cfg, err, sizeof err);
 	if (s == NULL) {

@@ -25,8 +25,14 @@
 	"sum(memory_mgib_us)"
 
 static const char *const sql[Q_COUNT] = {
-        [Q_AUTH] = "SELECT role, account_id FROM api_keys "
-                   "WHERE key_hash = sha256(convert_to($1, 'UTF8')) AND revoked_at IS NULL",
+        /* The key's role, account and id; its last use noted at most once a minute
+         * (a request that finds the row taken by another's note skips it). */
+        [Q_AUTH] = "WITH k AS (SELECT id, role, account_id, last_used_at FROM api_keys "
+                   "WHERE key_hash = sha256(convert_to($1, 'UTF8')) AND revoked_at IS NULL), "
+                   "used AS (UPDATE api_keys a SET last_used_at = now() FROM (SELECT x.id FROM "
+                   "api_keys x JOIN k ON k.id = x.id WHERE k.last_used_at IS NULL OR "
+                   "k.last_used_at < now() - interval '1 minute' FOR UPDATE OF x SKIP LOCKED) "
+                   "l WHERE a.id = l.id) SELECT role, account_id, id FROM k",
         [Q_PLANS] = "SELECT id, name, " US(
                 "effective_from") ", cpu_vcpu_hour::text, "
                                   "memory_gib_hour::text, cpu_floor::text FROM price_plans "

@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 enum query {
-	Q_AUTH,         /* key -> role, account_id */
+	Q_AUTH,         /* key -> role, account_id, id (a live key); notes its use */
 	Q_PLANS,        /* every price plan */
 	Q_ACCOUNT,      /* id -> the account */
 	Q_ACCOUNT_LOCK, /* id -> the account, locked FOR UPDATE */

@@ -1869,6 +1869,14 @@ bool rollup_upkeep(PGconn *c, int64_t retention_us, char *err, size_t errlen)
 	if (r == NULL)
 		return false;
 	PQclear(r);
+	/* Sessions and login links past their time, and links used, are deleted. */
+	r = upkeep_step(c,
+	                "WITH gone AS (DELETE FROM sessions WHERE expires_at < now() "
+	                "OR used_at IS NOT NULL RETURNING 1) SELECT count(*) FROM gone",
+	                0, NULL, err, errlen);
+	if (r == NULL)
+		return false;
+	PQclear(r);
 	if (retention_us <= 0)
 		return true;
 	char keep[48];

@@ -27,6 +27,11 @@ void h_sandbox_list(struct req *r);
 void h_sandbox_stop(struct req *r);
 void h_quota_check(struct req *r);
 
+/* api/h_keys.c */
+void h_key_list(struct req *r);
+void h_key_new(struct req *r);
+void h_key_revoke(struct req *r);
+
 /* api/h_usage.c */
 void h_usage(struct req *r);
 void h_trial(struct req *r);
@@ -39,6 +44,7 @@ void h_dashboard_export(struct req *r);
 /* api/dashboard.c */
 void h_login_page(struct req *r);
 void h_login(struct req *r);
+void h_login_link_page(struct req *r);
 void h_login_link(struct req *r);
 void h_logout(struct req *r);
 void h_dashboard(struct req *r);

@@ -28,6 +28,7 @@
 #include "meter/plan.h"
 #include "migrations/migrate.h"
 #include "reports/estimate.h"
+#include "meter/decimal.h"
 #include "meter/timefmt.h"
 
 #define EXIT_USAGE 2
@@ -132,6 +133,11 @@ static int run_migrate(const struct opt_val *v)
 	return 0;
 }
 
+#define JSON_OPT_DEF                                                                               \
+	{                                                                                          \
+		"json", OPT_FLAG, 0, 0, 0, NULL, NULL, false, "print JSON"                         \
+	}
+
 /* ---- key create ---- */
 
 static const struct opt_def key_opts[] = {
@@ -160,6 +166,99 @@ static int run_key_create(const struct opt_val *v)
 	printf("%s\n", key);
 	fprintf(stderr, "meter: created %s key %lld; it is shown only this once\n",
 	        v[1].set ? "account" : "admin", (long long)id);
+	return 0;
+}
+
+/* ---- key list and key revoke ---- */
+
+static const struct opt_def key_list_opts[] = {JSON_OPT_DEF};
+
+static void time_or_dash(int64_t us, char *out, size_t len)
+{
+	if (us < 0)
+		snprintf(out, len, "-");
+	else
+		meter_time_format(us, out, len);
+}
+
+static int run_key_list(const struct opt_val *v)
+{
+	char err[ERRLEN];
+	struct key_info *keys = NULL;
+	size_t n = 0;
+	PGconn *c = connect_or_log();
+	if (c == NULL)
+		return 1;
+	bool ok = key_list(c, &keys, &n, err, sizeof err);
+	PQfinish(c);
+	if (!ok) {
+		log_error("%s", err);
+		return 1;
+	}
+	if (v[0].set) {
+		cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "keys");
+		for (size_t i = 0; i < n; i++) {
+			char t[3][METER_TIME_BUF];
+			cJSON *k = cJSON_CreateObject();
+			cJSON_AddNumberToObject(k, "id", (double)keys[i].id);
+			cJSON_AddStringToObject(k, "shown", keys[i].shown);
+			cJSON_AddStringToObject(k, "role", keys[i].role);
+			cJSON_AddStringToObject(k, "account_id", keys[i].account);
+			time_or_dash(keys[i].created_us, t[0], sizeof t[0]);
+			time_or_dash(keys[i].last_used_us, t[1], sizeof t[1]);
+			time_or_dash(keys[i].revoked_us, t[2], sizeof t[2]);
+			cJSON_AddStringToObject(k, "created_at", t[0]);
+			cJSON_AddStringToObject(k, "last_used_at", t[1]);
+			cJSON_AddStringToObject(k, "revoked_at", t[2]);
+			cJSON_AddItemToArray(arr, k);
+		}
+		free(keys);
+		return print_json(o);
+	}
+	printf("%-6s %-12s %-8s %-20s %-21s %-21s %s\n", "ID", "KEY", "ROLE", "ACCOUNT", "CREATED",
+	       "LAST USED", "REVOKED");
+	for (size_t i = 0; i < n; i++) {
+		char t[3][METER_TIME_BUF];
+		time_or_dash(keys[i].created_us, t[0], sizeof t[0]);
+		time_or_dash(keys[i].last_used_us, t[1], sizeof t[1]);
+		time_or_dash(keys[i].revoked_us, t[2], sizeof t[2]);
+		printf("%-6lld %-12s %-8s %-20s %-21s %-21s %s\n", (long long)keys[i].id,
+		       keys[i].shown, keys[i].role, keys[i].account[0] ? keys[i].account : "-",
+		       t[0], t[1], t[2]);
+	}
+	free(keys);
+	return 0;
+}
+
+static const char *key_revoke_id;
+
+static int run_key_revoke(const struct opt_val *v)
+{
+	(void)v;
+	char err[ERRLEN];
+	int64_t id = 0;
+	if (key_revoke_id == NULL ||
+	    meter_decimal_parse(key_revoke_id, 0, false, &id) != METER_OK || id <= 0) {
+		log_error("key revoke: give the key's id (a positive integer, as meter key list "
+		          "shows it)");
+		return EXIT_USAGE;
+	}
+	PGconn *c = connect_or_log();
+	if (c == NULL)
+		return 1;
+	bool found = false;
+	bool ok = key_revoke(c, id, &found, err, sizeof err);
+	PQfinish(c);
+	if (!ok) {
+		log_error("%s", err);
+		return 1;
+	}
+	if (!found) {
+		log_error("key revoke: no key %lld", (long long)id);
+		return 1;
+	}
+	fprintf(stderr, "meter: key %lld is revoked; its dashboard sessions are ended\n",
+	        (long long)id);
 	return 0;
 }
 
@@ -311,7 +410,7 @@ static int run_login_link(const struct opt_val *v)
 	PGconn *c = connect_or_log();
 	if (c == NULL)
 		return 1;
-	bool ok = session_create(c, "link", v[1].set ? v[1].str : NULL, token, err, sizeof err);
+	bool ok = session_create(c, "link", v[1].set ? v[1].str : NULL, 0, token, err, sizeof err);
 	PQfinish(c);
 	if (!ok) {
 		log_error("login-link: %s", err);
@@ -428,7 +527,9 @@ static int run_parked(const struct opt_val *v)
 static const struct verb verbs[] = {
         {"migrate", "usage: meter migrate [--dir DIR]\napplies the migrations not yet applied",
          migrate_opts, NOPTS(migrate_opts), run_migrate},
-        {"key", "usage: meter key create --admin | --account ID\nprints a new API key, once",
+        {"key",
+         "usage: meter key create --admin | --account ID | meter key list [--json] | meter key "
+         "revoke ID\nprints a new API key, once; lists the keys; revokes one",
          key_opts, NOPTS(key_opts), run_key_create},
         {"rates",
          "usage: meter rates --vcpus N --memory-gib N [--json]\n"
@@ -484,13 +585,34 @@ int main(int argc, char **argv)
 		if (strcmp(argv[1], vb->name) != 0)
 			continue;
 		int first = 2;
+		static const struct verb key_list_verb = {
+		        "key list",
+		        "usage: meter key list [--json]\nthe API keys (never a key itself)",
+		        key_list_opts, NOPTS(key_list_opts), run_key_list};
+		static const struct verb key_revoke_verb = {
+		        "key revoke",
+		        "usage: meter key revoke ID\nrevokes a key: it is refused at once, and its "
+		        "dashboard sessions end",
+		        NULL, 0, run_key_revoke};
 		if (strcmp(vb->name, "key") == 0) {
-			if (argc < 3 || strcmp(argv[2], "create") != 0) {
-				log_error("key: unknown action%s%s (expected: key create)",
-				          argc < 3 ? "" : " ", argc < 3 ? "" : argv[2]);
+			const char *action = argc < 3 ? "" : argv[2];
+			if (strcmp(action, "list") == 0) {
+				vb = &key_list_verb;
+			} else if (strcmp(action, "revoke") == 0) {
+				vb = &key_revoke_verb;
+				if (argc >= 4 && argv[3][0] != '-') {
+					key_revoke_id = argv[3];
+					first = 4;
+				}
+			} else if (strcmp(action, "create") != 0) {
+				log_error("key: unknown action%s%s (expected: key create, key list "
+				          "or "
+				          "key revoke ID)",
+				          argc < 3 ? "" : " ", action);
 				return EXIT_USAGE;
 			}
-			first = 3;
+			if (first == 2)
+				first = 3;
 		}
 		if (strcmp(vb->name, "parked") == 0 && argc >= 3 && argv[2][0] != '-') {
 			if (strcmp(argv[2], "retry") != 0) {

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -62,6 +63,67 @@ bool key_create(PGconn *c, const char *account_id, char key[KEY_LEN + 1], int64_
 		memcpy(key, fresh, sizeof fresh);
 		ok = true;
 	}
+	PQclear(r);
+	return ok;
+}
+
+#define US(col) "coalesce((extract(epoch FROM " col ") * 1000000)::bigint, -1)"
+
+bool key_list(PGconn *c, struct key_info **out, size_t *n, char *err, size_t errlen)
+{
+	*out = NULL;
+	*n = 0;
+	PGresult *r = PQexec(
+	        c, "SELECT id, shown, role, coalesce(account_id, ''), " US("created_at") ", " US(
+	                   "last_used_at") ", " US("revoked_at") " FROM api_keys ORDER BY id");
+	if (!db_check(r, PGRES_TUPLES_OK, "could not list keys", err, errlen)) {
+		PQclear(r);
+		return false;
+	}
+	int rows = PQntuples(r);
+	struct key_info *k = calloc((size_t)rows + 1, sizeof *k);
+	bool ok = k != NULL;
+	if (!ok)
+		snprintf(err, errlen, "could not list keys: out of memory");
+	for (int i = 0; ok && i < rows; i++) {
+		ok = meter_decimal_parse(PQgetvalue(r, i, 0), 0, false, &k[i].id) == METER_OK &&
+		     meter_decimal_parse(PQgetvalue(r, i, 4), 0, true, &k[i].created_us) ==
+		             METER_OK &&
+		     meter_decimal_parse(PQgetvalue(r, i, 5), 0, true, &k[i].last_used_us) ==
+		             METER_OK &&
+		     meter_decimal_parse(PQgetvalue(r, i, 6), 0, true, &k[i].revoked_us) ==
+		             METER_OK;
+		snprintf(k[i].shown, sizeof k[i].shown, "%s", PQgetvalue(r, i, 1));
+		snprintf(k[i].role, sizeof k[i].role, "%s", PQgetvalue(r, i, 2));
+		snprintf(k[i].account, sizeof k[i].account, "%s", PQgetvalue(r, i, 3));
+		if (!ok)
+			snprintf(err, errlen, "could not list keys: a row could not be read");
+	}
+	PQclear(r);
+	if (!ok) {
+		free(k);
+		return false;
+	}
+	*out = k;
+	*n = (size_t)rows;
+	return true;
+}
+
+bool key_revoke(PGconn *c, int64_t id, bool *found, char *err, size_t errlen)
+{
+	char ids[24];
+	snprintf(ids, sizeof ids, "%lld", (long long)id);
+	const char *params[] = {ids};
+	/* one statement, one transaction: the key and its sessions go together */
+	PGresult *r = PQexecParams(c,
+	                           "WITH k AS (UPDATE api_keys SET revoked_at = "
+	                           "coalesce(revoked_at, now()) WHERE id = $1 RETURNING id), "
+	                           "s AS (DELETE FROM sessions WHERE key_id IN (SELECT id FROM k)) "
+	                           "SELECT count(*) FROM k",
+	                           1, NULL, params, NULL, NULL, 0);
+	bool ok = db_check(r, PGRES_TUPLES_OK, "could not revoke the key", err, errlen);
+	if (ok)
+		*found = strcmp(PQgetvalue(r, 0, 0), "1") == 0;
 	PQclear(r);
 	return ok;
 }

@@ -27,6 +27,25 @@
 bool key_create(PGconn *c, const char *account_id, char key[KEY_LEN + 1], int64_t *id, char *err,
                 size_t errlen);
 
+/* A key as listed: never the key itself. Times in µs since the epoch, -1 for none. */
+struct key_info {
+	int64_t id;
+	char shown[KEY_SHOWN_CHARS + 1];
+	char role[8];      /* "admin" or "account" */
+	char account[160]; /* "" for an admin key */
+	int64_t created_us, last_used_us, revoked_us;
+};
+
+/* Every key, oldest first, into *out (malloc'd, n of them); false with err. */
+bool key_list(PGconn *c, struct key_info **out, size_t *n, char *err, size_t errlen);
+
+/*
+ * Revokes key id and ends the dashboard sessions it opened, in one
+ * transaction. *found is false when there is no such key; a key revoked
+ * already stays as it was (its first revocation time).
+ */
+bool key_revoke(PGconn *c, int64_t id, bool *found, char *err, size_t errlen);
+
 /* 64 hex digits of 256 random bits from the kernel (and a NUL); false with err. */
 bool key_random_hex(char out[65], char *err, size_t errlen);
 

@@ -16,20 +16,22 @@ static bool token_ok(const char *t)
 	return true;
 }
 
-bool session_create(PGconn *c, const char *kind, const char *account, char token[TOKEN_LEN + 1],
-                    char *err, size_t errlen)
+bool session_create(PGconn *c, const char *kind, const char *account, int64_t key_id,
+                    char token[TOKEN_LEN + 1], char *err, size_t errlen)
 {
-	char t[TOKEN_LEN + 1], ttl[16];
+	char t[TOKEN_LEN + 1], ttl[16], kid[24];
 	if (!key_random_hex(t, err, errlen))
 		return false;
 	snprintf(ttl, sizeof ttl, "%d", strcmp(kind, "link") == 0 ? LINK_TTL_S : SESSION_TTL_S);
-	const char *p[] = {t, kind, account ? "account" : "admin", account, ttl};
+	snprintf(kid, sizeof kid, "%lld", (long long)key_id);
+	const char *p[] = {t,       kind, account ? "account" : "admin",
+	                   account, ttl,  key_id > 0 ? kid : NULL};
 	PGresult *r =
 	        PQexecParams(c,
 	                     "INSERT INTO sessions (token_hash, kind, role, account_id, "
-	                     "expires_at) VALUES (sha256(convert_to($1, 'UTF8')), $2, $3, $4, "
-	                     "now() + $5::integer * interval '1 second')",
-	                     5, NULL, p, NULL, NULL, 0);
+	                     "expires_at, key_id) VALUES (sha256(convert_to($1, 'UTF8')), $2, $3, "
+	                     "$4, now() + $5::integer * interval '1 second', $6)",
+	                     6, NULL, p, NULL, NULL, 0);
 	bool ok;
 	if (strcmp(db_sqlstate(r), "23503") == 0) {
 		snprintf(err, errlen, "account \"%s\" does not exist", account);
@@ -65,9 +67,10 @@ bool session_lookup(PGconn *c, const char *token, bool *found, bool *admin, char
                     size_t alen, char *err, size_t errlen)
 {
 	return who(c,
-	           "SELECT role, coalesce(account_id, '') FROM sessions "
-	           "WHERE token_hash = sha256(convert_to($1, 'UTF8')) AND kind = 'session' "
-	           "AND expires_at > now()",
+	           "SELECT s.role, coalesce(s.account_id, '') FROM sessions s "
+	           "WHERE s.token_hash = sha256(convert_to($1, 'UTF8')) AND s.kind = 'session' "
+	           "AND s.expires_at > now() AND (s.key_id IS NULL OR EXISTS (SELECT 1 FROM "
+	           "api_keys k WHERE k.id = s.key_id AND k.revoked_at IS NULL))",
 	           token, found, admin, account, alen, err, errlen);
 }
 

@@ -11,15 +11,19 @@
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define SESSION_TTL_S 43200 /* 12 hours */
 #define LINK_TTL_S    600   /* 10 minutes */
 #define TOKEN_LEN     64
 
-/* Makes a session or a link (kind "session" or "link") for an admin (account NULL) or an account.
+/*
+ * Makes a session or a link (kind "session" or "link") for an admin (account
+ * NULL) or an account; key_id names the API key a session was opened with
+ * (0: none, a link's): revoking the key ends the session.
  */
-bool session_create(PGconn *c, const char *kind, const char *account, char token[TOKEN_LEN + 1],
-                    char *err, size_t errlen);
+bool session_create(PGconn *c, const char *kind, const char *account, int64_t key_id,
+                    char token[TOKEN_LEN + 1], char *err, size_t errlen);
 
 /*
  * Who a live session is: *found false when the token is unknown or expired.

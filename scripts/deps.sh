@@ -13,7 +13,7 @@ PACKAGES=(
 	postgresql postgresql-contrib
 	chromium fonts-dejavu-core
 	clang libclang-rt-14-dev
-	procps util-linux e2fsprogs faketime wrk valgrind curl jq systemd pgbouncer
+	procps util-linux e2fsprogs faketime wrk valgrind curl jq openssl systemd pgbouncer
 )
 
 missing=()

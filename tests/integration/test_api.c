@@ -11,6 +11,10 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -331,8 +335,8 @@ static void fingerprint(struct fx *f, char *out, size_t len)
 	        "accounts t), "
 	        "(SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM "
 	        "sandboxes t), "
-	        "(SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM "
-	        "api_keys t), "
+	        "(SELECT md5(coalesce(string_agg((t.id, t.key_hash, t.role, t.account_id, "
+	        "t.revoked_at)::text, '|' ORDER BY t.id), '')) FROM api_keys t), "
 	        "(SELECT count(*) FROM samples), (SELECT count(*) FROM usage_hourly), "
 	        "(SELECT count(*) FROM rollup_queue), (SELECT count(*) FROM account_month))");
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
@@ -1431,33 +1435,205 @@ static void login_link(struct fx *f, const char *account, char *out, size_t len)
 	free(rr);
 }
 
-/* Runs chromium on url with one more argument; its stdout. */
-static char *chromium(struct fx *f, const char *url, const char *arg)
+/*
+ * Debian's chromium, headless, driven over its DevTools pipe
+ * (--remote-debugging-pipe: JSON messages ending in a NUL, read on fd 3 and
+ * written on fd 4). It opens pages and presses their buttons as a person
+ * would, so a login link is spent by its own form.
+ */
+struct browser {
+	pid_t pid;
+	int to, from; /* we write to, read from */
+	char *buf;
+	size_t len, cap;
+	int next_id;
+	char session[128];
+	char profile[96];
+};
+
+static void browser_send(struct browser *b, const char *method, cJSON *params, int id)
 {
-	static char profile[96];
-	snprintf(profile, sizeof profile, "--user-data-dir=/tmp/meter-chromium-%d", (int)getpid());
-	const char *argv[] = {"/usr/bin/chromium",
-	                      "--headless",
-	                      "--no-sandbox",
-	                      "--disable-gpu",
-	                      "--no-first-run",
-	                      "--disable-background-networking",
-	                      "--disable-component-update",
-	                      "--disable-sync",
-	                      "--disable-quic",
-	                      profile,
-	                      "--window-size=1000,1300",
-	                      arg,
-	                      url,
-	                      NULL};
-	if (access(argv[0], X_OK) != 0)
+	cJSON *m = cJSON_CreateObject();
+	cJSON_AddNumberToObject(m, "id", id);
+	cJSON_AddStringToObject(m, "method", method);
+	if (params)
+		cJSON_AddItemToObject(m, "params", params);
+	if (b->session[0])
+		cJSON_AddStringToObject(m, "sessionId", b->session);
+	char *text = cJSON_PrintUnformatted(m);
+	cJSON_Delete(m);
+	size_t n = strlen(text) + 1; /* the NUL ends the message */
+	assert_int_equal(write(b->to, text, n), (ssize_t)n);
+	cJSON_free(text);
+}
+
+/*
+ * The answer to message id (its "result"; NULL for an error, when may_fail),
+ * read within 30 s; the events between are dropped.
+ */
+static cJSON *browser_wait(struct browser *b, int id, bool may_fail)
+{
+	for (int rounds = 0; rounds < 3000; rounds++) {
+		char *end = b->len ? memchr(b->buf, '\0', b->len) : NULL;
+		if (end) {
+			cJSON *m = cJSON_Parse(b->buf);
+			size_t used = (size_t)(end - b->buf) + 1;
+			memmove(b->buf, end + 1, b->len - used);
+			b->len -= used;
+			cJSON *mid = cJSON_GetObjectItem(m, "id");
+			if (cJSON_IsNumber(mid) && mid->valueint == id) {
+				cJSON *e = cJSON_GetObjectItem(m, "error");
+				if (e && may_fail) {
+					cJSON_Delete(m);
+					return NULL;
+				}
+				if (e)
+					fail_msg("chromium refused message %d: %s", id,
+					         cJSON_GetStringValue(
+					                 cJSON_GetObjectItem(e, "message")));
+				cJSON *res = cJSON_DetachItemFromObject(m, "result");
+				cJSON_Delete(m);
+				return res;
+			}
+			cJSON_Delete(m);
+			continue;
+		}
+		if (b->cap - b->len < 65536) {
+			b->cap = b->cap * 2 + 65536;
+			b->buf = realloc(b->buf, b->cap);
+			assert_non_null(b->buf);
+		}
+		struct pollfd pfd = {.fd = b->from, .events = POLLIN};
+		if (poll(&pfd, 1, 10) == 1) {
+			ssize_t n = read(b->from, b->buf + b->len, b->cap - b->len);
+			if (n <= 0)
+				fail_msg("chromium closed its DevTools pipe");
+			b->len += (size_t)n;
+		}
+	}
+	fail_msg("chromium did not answer message %d in 30 s", id);
+	return NULL;
+}
+
+static cJSON *browser_call(struct browser *b, const char *method, cJSON *params)
+{
+	int id = ++b->next_id;
+	browser_send(b, method, params, id);
+	return browser_wait(b, id, false);
+}
+
+static void browser_start(struct browser *b)
+{
+	if (access("/usr/bin/chromium", X_OK) != 0)
 		fail_msg("chromium is not installed: scripts/deps.sh installs Debian's chromium");
-	struct run_result *rr = malloc(sizeof *rr);
-	run_program(argv, NULL, rr);
-	char *out = strdup(rr->out);
-	free(rr);
-	(void)f;
+	*b = (struct browser){0};
+	snprintf(b->profile, sizeof b->profile, "--user-data-dir=/tmp/meter-chromium-%d",
+	         (int)getpid());
+	int to[2], from[2];
+	assert_int_equal(pipe(to), 0);
+	assert_int_equal(pipe(from), 0);
+	b->pid = fork();
+	if (b->pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(null, 2);
+		dup2(to[0], 3);
+		dup2(from[1], 4);
+		for (int fd = 5; fd < 1024; fd++)
+			close(fd);
+		execl("/usr/bin/chromium", "chromium", "--headless", "--no-sandbox",
+		      "--disable-gpu", "--no-first-run", "--disable-background-networking",
+		      "--disable-component-update", "--disable-sync", "--disable-quic", b->profile,
+		      "--window-size=1000,1300", "--remote-debugging-pipe", "about:blank",
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(to[0]);
+	close(from[1]);
+	b->to = to[1];
+	b->from = from[0];
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "url", "about:blank");
+	cJSON *t = browser_call(b, "Target.createTarget", p);
+	p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "targetId",
+	                        cJSON_GetStringValue(cJSON_GetObjectItem(t, "targetId")));
+	cJSON_AddBoolToObject(p, "flatten", true);
+	cJSON_Delete(t);
+	t = browser_call(b, "Target.attachToTarget", p);
+	snprintf(b->session, sizeof b->session, "%s",
+	         cJSON_GetStringValue(cJSON_GetObjectItem(t, "sessionId")));
+	cJSON_Delete(t);
+	assert_true(b->session[0] != '\0');
+}
+
+/* What expr gives in the page, as text (malloc'd; "" while a page is replaced). */
+static char *browser_eval(struct browser *b, const char *expr)
+{
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "expression", expr);
+	cJSON_AddBoolToObject(p, "returnByValue", true);
+	int id = ++b->next_id;
+	browser_send(b, "Runtime.evaluate", p, id);
+	cJSON *r = browser_wait(b, id, true);
+	cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"), "value");
+	char *out = strdup(cJSON_IsString(v) ? v->valuestring : "");
+	cJSON_Delete(r);
 	return out;
+}
+
+/* Waits until the page at path has loaded (30 s at most). */
+static void browser_until(struct browser *b, const char *path)
+{
+	char want[256];
+	snprintf(want, sizeof want, "%s complete", path);
+	for (int i = 0; i < 300; i++) {
+		char *at = browser_eval(b, "location.pathname + ' ' + document.readyState");
+		bool there = strcmp(at, want) == 0;
+		free(at);
+		if (there)
+			return;
+		usleep(100000);
+	}
+	char *at = browser_eval(b, "location.href + ' ' + document.readyState + ' ' + "
+	                           "document.body.innerText.slice(0, 300)");
+	fail_msg("chromium did not get to %s: it is at %s", path, at);
+}
+
+static void browser_open(struct browser *b, const char *url, const char *path)
+{
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "url", url);
+	cJSON_Delete(browser_call(b, "Page.navigate", p));
+	browser_until(b, path);
+}
+
+/* A screenshot of the page: its PNG's size in bytes. */
+static size_t browser_screenshot(struct browser *b)
+{
+	cJSON *r = browser_call(b, "Page.captureScreenshot", cJSON_CreateObject());
+	const char *data = cJSON_GetStringValue(cJSON_GetObjectItem(r, "data"));
+	size_t n = data ? strlen(data) / 4 * 3 : 0; /* base64 */
+	cJSON_Delete(r);
+	return n;
+}
+
+static void browser_stop(struct browser *b)
+{
+	b->session[0] = '\0';
+	browser_send(b, "Browser.close", NULL, ++b->next_id);
+	close(b->to);
+	close(b->from);
+	int st;
+	for (int i = 0; i < 50 && waitpid(b->pid, &st, WNOHANG) == 0; i++)
+		usleep(100000);
+	kill(b->pid, SIGKILL);
+	waitpid(b->pid, NULL, 0);
+	free(b->buf);
+	char rm[128];
+	snprintf(rm, sizeof rm, "rm -rf /tmp/meter-chromium-%d", (int)getpid());
+	assert_int_equal(system(rm), 0);
 }
 
 static void the_dashboard_in_headless_chromium(void **state)
@@ -1496,9 +1672,14 @@ static void the_dashboard_in_headless_chromium(void **state)
 	cJSON_Delete(o);
 	http_free(&r);
 
-	/* a person: a login link, then the page chromium ends up on */
+	/* a person: a login link, its button pressed, then the page chromium ends up on */
+	struct browser b;
+	browser_start(&b);
 	login_link(f, "acme", url, sizeof url);
-	char *dom = chromium(f, url, "--dump-dom");
+	browser_open(&b, url, strstr(url, "/login/"));
+	free(browser_eval(&b, "document.querySelector('form button').click(), ''"));
+	browser_until(&b, "/dashboard");
+	char *dom = browser_eval(&b, "document.documentElement.outerHTML");
 	if (strstr(dom, want) == NULL)
 		fail_msg("the dashboard's month to date is not the invoice draft's (%s): %.300s",
 		         want, dom);
@@ -1510,20 +1691,10 @@ static void the_dashboard_in_headless_chromium(void **state)
 	assert_non_null(strstr(dom, "href=\"/dashboard/sandboxes/sb-1\""));
 	assert_null(strstr(dom, "<script"));
 	free(dom);
-	/* a screenshot (a link works once: a new one) */
-	char shot[96];
-	snprintf(shot, sizeof shot, "--screenshot=/tmp/meter-dashboard-%d.png", (int)getpid());
-	login_link(f, "acme", url, sizeof url);
-	free(chromium(f, url, shot));
-	struct stat st;
-	assert_int_equal(stat(shot + 13, &st), 0);
-	assert_true(st.st_size > 10000);
-	unlink(shot + 13);
-	char rm[128];
-	snprintf(rm, sizeof rm, "rm -rf /tmp/meter-chromium-%d", (int)getpid());
-	assert_int_equal(system(rm), 0);
+	assert_true(browser_screenshot(&b) > 10000);
+	browser_stop(&b);
 	/* a used link does not work again */
-	http_do_ex(f->api.port, "GET", strstr(url, "/login/"), NULL, NULL, 0, NULL, &r);
+	http_do_ex(f->api.port, "POST", strstr(url, "/login/"), NULL, NULL, 0, NULL, &r);
 	assert_int_equal(r.status, 303);
 	assert_string_equal(r.location, "/login?failed=1");
 	http_free(&r);
@@ -2399,6 +2570,305 @@ static void requests_are_bounded(void **state)
 	http_free(&r);
 }
 
+/* ---- keys and hardening ---- */
+
+/* Sends request (whole, as text) to the API and reads the answer until it closes (5 s). */
+static void raw(int port, const char *request, char *out, size_t len)
+{
+	int fd = tcp(port);
+	assert_true(fd >= 0);
+	struct timeval tv = {.tv_sec = 5};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	assert_int_equal(write(fd, request, strlen(request)), (ssize_t)strlen(request));
+	size_t got = 0;
+	ssize_t n;
+	while (got + 1 < len && (n = read(fd, out + got, len - 1 - got)) > 0)
+		got += (size_t)n;
+	out[got] = '\0';
+	close(fd);
+}
+
+static struct http_res form_post(struct fx *f, const char *path, const char *body,
+                                 const char *header)
+{
+	struct http_res r;
+	http_do_ex(f->api.port, "POST", path, NULL, body, body ? strlen(body) : 0, header, &r);
+	return r;
+}
+
+/* The cookie header that sends the session r set. */
+static void cookie_of(const struct http_res *r, char *out, size_t len)
+{
+	snprintf(out, len, "Cookie: %.*s", (int)strcspn(r->cookie, ";"), r->cookie);
+}
+
+/*
+ * Keys are listed (never the key), note their last use, and are revoked at
+ * once: the next request with a revoked key is refused by every meter-api
+ * process (no cache outlives it), and the dashboard session it opened ends.
+ * The CLI lists and revokes too. Bad requests are refused and change nothing.
+ */
+static void keys_are_listed_and_revoked_at_once(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	struct http_res r = call(f, "POST", "/v1/keys", f->admin,
+	                         "{\"role\": \"account\", \"account_id\": \"acme\"}");
+	assert_int_equal(r.status, 201);
+	cJSON *o = http_json(&r);
+	char key[KEY_LEN + 1];
+	snprintf(key, sizeof key, "%s", str(o, "key"));
+	int id = cJSON_GetObjectItem(o, "id")->valueint;
+	cJSON_Delete(o);
+	http_free(&r);
+	char path[64];
+	snprintf(path, sizeof path, "/v1/keys/%d", id);
+	/* listed, never used yet; the list holds no key */
+	r = call(f, "GET", "/v1/keys", f->admin, NULL);
+	assert_int_equal(r.status, 200);
+	assert_null(strstr(r.body, key));
+	o = http_json(&r);
+	http_free(&r);
+	cJSON *k, *mine = NULL;
+	cJSON_ArrayForEach(
+	        k, cJSON_GetObjectItem(o, "keys")) if (cJSON_GetObjectItem(k, "id")->valueint == id)
+	        mine = k;
+	assert_non_null(mine);
+	assert_true(cJSON_IsNull(cJSON_GetObjectItem(mine, "last_used_at")));
+	char first[KEY_SHOWN_CHARS + 1];
+	snprintf(first, sizeof first, "%.11s", key);
+	assert_string_equal(str(mine, "shown"), first);
+	cJSON_Delete(o);
+	/* used on two processes, and for a dashboard session */
+	assert_true(api_start(&f->api2, METER_API_BIN, f->db.url, "--log-level=info"));
+	r = call(f, "GET", "/v1/accounts/acme", key, NULL);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	struct http_res r2;
+	http_do(f->api2.port, "GET", "/v1/accounts/acme", key, NULL, 0, &r2);
+	assert_int_equal(r2.status, 200);
+	http_free(&r2);
+	assert_int_equal(num(f, "SELECT count(*) FROM api_keys WHERE last_used_at IS NOT NULL "
+	                        "AND shown = left((SELECT shown FROM api_keys ORDER BY id DESC "
+	                        "LIMIT 1), 11) AND id = (SELECT max(id) FROM api_keys)"),
+	                 1);
+	char form[96], cookie[200];
+	snprintf(form, sizeof form, "key=%s", key);
+	r = form_post(f, "/login", form, NULL);
+	assert_int_equal(r.status, 303);
+	cookie_of(&r, cookie, sizeof cookie);
+	http_free(&r);
+	http_do_ex(f->api.port, "GET", "/dashboard", NULL, NULL, 0, cookie, &r);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	/* an account key may not manage keys */
+	r = call(f, "DELETE", path, key, NULL);
+	assert_int_equal(r.status, 403);
+	http_free(&r);
+	/* revoked: refused at once by both processes; its session is over */
+	r = call(f, "DELETE", path, f->admin, NULL);
+	assert_int_equal(r.status, 200);
+	o = http_json(&r);
+	assert_true(cJSON_IsString(cJSON_GetObjectItem(o, "revoked_at")));
+	cJSON_Delete(o);
+	http_free(&r);
+	r = call(f, "GET", "/v1/accounts/acme", key, NULL);
+	assert_int_equal(r.status, 401);
+	http_free(&r);
+	http_do(f->api2.port, "GET", "/v1/accounts/acme", key, NULL, 0, &r2);
+	assert_int_equal(r2.status, 401);
+	http_free(&r2);
+	http_do_ex(f->api.port, "GET", "/dashboard", NULL, NULL, 0, cookie, &r);
+	assert_int_equal(r.status, 303);
+	assert_string_equal(r.location, "/login");
+	http_free(&r);
+	assert_int_equal(num(f, "SELECT count(*) FROM sessions WHERE key_id IS NOT NULL"), 0);
+	/* again: the same revocation; unknown keys and bad bodies change nothing */
+	r = call(f, "DELETE", path, f->admin, NULL);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	r = call(f, "DELETE", "/v1/keys/999999", f->admin, NULL);
+	assert_int_equal(r.status, 404);
+	http_free(&r);
+	long keys = num(f, "SELECT count(*) FROM api_keys");
+	const char *bad[] = {"{\"role\": \"account\"}",
+	                     "{\"role\": \"admin\", \"account_id\": \"acme\"}",
+	                     "{\"role\": \"root\"}",
+	                     "{\"role\": \"account\", \"account_id\": \"acme\", \"x\": 1}"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		r = call(f, "POST", "/v1/keys", f->admin, bad[i]);
+		assert_true(r.status == 422 || r.status == 400);
+		http_free(&r);
+	}
+	r = call(f, "POST", "/v1/keys", f->admin,
+	         "{\"role\": \"account\", \"account_id\": \"nope\"}");
+	assert_int_equal(r.status, 404);
+	http_free(&r);
+	assert_int_equal(num(f, "SELECT count(*) FROM api_keys"), keys);
+	/* the CLI: the list shows the revoked key; revoking acme's own key ends it */
+	struct run_result *rr = malloc(sizeof *rr);
+	const char *list[] = {METER_BIN, "key", "list", NULL};
+	run_program(list, f->db.url, rr);
+	assert_int_equal(rr->status, 0);
+	char shown[16];
+	snprintf(shown, sizeof shown, "%.11s", key);
+	assert_non_null(strstr(rr->out, shown));
+	long acct_id = num(f, "SELECT id FROM api_keys WHERE role = 'account' AND account_id = "
+	                      "'acme' AND revoked_at IS NULL ORDER BY id LIMIT 1");
+	char ids[24];
+	snprintf(ids, sizeof ids, "%ld", acct_id);
+	r = call(f, "GET", "/v1/accounts/acme", f->acct, NULL);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	const char *revoke[] = {METER_BIN, "key", "revoke", ids, NULL};
+	run_program(revoke, f->db.url, rr);
+	assert_int_equal(rr->status, 0);
+	r = call(f, "GET", "/v1/accounts/acme", f->acct, NULL);
+	assert_int_equal(r.status, 401);
+	http_free(&r);
+	const char *nokey[] = {METER_BIN, "key", "revoke", "0", NULL};
+	run_program(nokey, f->db.url, rr);
+	assert_int_not_equal(rr->status, 0);
+	free(rr);
+}
+
+/*
+ * The hardening of what clients and browsers see:
+ * - a body announced over the limit gets 413 before "100 Continue";
+ * - every answer carries the security headers;
+ * - a form posted from another origin is refused (login, logout, links);
+ * - a problem never carries the database's text (here a trigger's, naming SQL);
+ * - /readyz shows a replica's connection error to admins only;
+ * - --secure-cookies marks the session cookie Secure;
+ * - a login link survives previews (GET twice) and is spent by its POST once;
+ * - expired sessions and used links are purged.
+ */
+static void what_clients_see_is_hardened(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	char buf[8192], req[512];
+	snprintf(req, sizeof req,
+	         "POST /v1/accounts HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"
+	         "Content-Type: application/json\r\nContent-Length: 3000000\r\n"
+	         "Expect: 100-continue\r\n\r\n",
+	         f->admin);
+	raw(f->api.port, req, buf, sizeof buf);
+	if (strncmp(buf, "HTTP/1.1 413", 12) != 0)
+		fail_msg("a 3 MB body announced: %.200s", buf);
+	assert_null(strstr(buf, "100 Continue"));
+	/* headers, on a page and on JSON */
+	const char *paths[] = {"/login", "/v1/rates?vcpus=1&memory_gib=1"};
+	for (int i = 0; i < 2; i++) {
+		snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+		         paths[i]);
+		raw(f->api.port, req, buf, sizeof buf);
+		assert_non_null(strstr(buf, "Content-Security-Policy: default-src 'none'"));
+		assert_non_null(strstr(buf, "frame-ancestors 'none'"));
+		assert_non_null(strstr(buf, "X-Content-Type-Options: nosniff"));
+		assert_non_null(strstr(buf, "X-Frame-Options: DENY"));
+		assert_non_null(strstr(buf, "Referrer-Policy: same-origin"));
+	}
+	/* forms from another origin */
+	char form[96], origin[96], cookie[200];
+	snprintf(form, sizeof form, "key=%s", f->acct);
+	long sessions = num(f, "SELECT count(*) FROM sessions");
+	struct http_res r = form_post(f, "/login", form, "Origin: http://evil.example");
+	assert_int_equal(r.status, 403);
+	http_free(&r);
+	r = form_post(f, "/login", form, "Origin: null");
+	assert_int_equal(r.status, 403);
+	http_free(&r);
+	assert_int_equal(num(f, "SELECT count(*) FROM sessions"), sessions);
+	snprintf(origin, sizeof origin, "Origin: http://127.0.0.1:%d", f->api.port);
+	r = form_post(f, "/login", form, origin);
+	assert_int_equal(r.status, 303);
+	assert_null(strstr(r.cookie, "Secure"));
+	cookie_of(&r, cookie, sizeof cookie);
+	http_free(&r);
+	char both[400];
+	snprintf(both, sizeof both, "%s\r\nOrigin: http://evil.example", cookie);
+	r = form_post(f, "/logout", NULL, both);
+	assert_int_equal(r.status, 403);
+	http_free(&r);
+	http_do_ex(f->api.port, "GET", "/dashboard", NULL, NULL, 0, cookie, &r);
+	assert_int_equal(r.status, 200); /* the session lives on */
+	http_free(&r);
+	/* the database's own words never reach a client */
+	sql(f, "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+	       "RAISE EXCEPTION 'SELECT secret_column FROM hidden_table' USING ERRCODE = "
+	       "TG_ARGV[0]; END $$");
+	const char *codes[] = {"23514", "XX000"};
+	for (int i = 0; i < 2; i++) {
+		char q[200];
+		snprintf(q, sizeof q,
+		         "CREATE TRIGGER boom BEFORE INSERT ON accounts FOR EACH ROW EXECUTE "
+		         "FUNCTION boom('%s')",
+		         codes[i]);
+		sql(f, q);
+		r = call(f, "POST", "/v1/accounts", f->admin,
+		         "{\"id\": \"leaky\", \"name\": \"Leaky\", \"plan\": \"paid\"}");
+		assert_int_equal(r.status, i == 0 ? 422 : 503);
+		if (strstr(r.body, "secret_column") || strstr(r.body, "hidden_table"))
+			fail_msg("the database's text reached the client: %s", r.body);
+		http_free(&r);
+		sql(f, "DROP TRIGGER boom ON accounts");
+	}
+	/* a one-time link: previews (GET) leave it; its POST spends it, once */
+	char url[256];
+	login_link(f, "acme", url, sizeof url);
+	const char *lpath = strstr(url, "/login/");
+	for (int i = 0; i < 2; i++) {
+		http_do_ex(f->api.port, "GET", lpath, NULL, NULL, 0, NULL, &r);
+		assert_int_equal(r.status, 200);
+		assert_non_null(strstr(r.body, "method=\"post\""));
+		http_free(&r);
+	}
+	r = form_post(f, lpath, NULL, NULL);
+	assert_int_equal(r.status, 303);
+	assert_string_equal(r.location, "/dashboard");
+	http_free(&r);
+	r = form_post(f, lpath, NULL, NULL);
+	assert_int_equal(r.status, 303);
+	assert_string_equal(r.location, "/login?failed=1");
+	http_free(&r);
+	/* expired sessions and used links go at the upkeep (it runs as meter-api starts) */
+	sql(f, "INSERT INTO sessions (token_hash, kind, role, expires_at) VALUES "
+	       "(sha256('old'), 'session', 'admin', now() - interval '1 hour'), "
+	       "(sha256('live'), 'session', 'admin', now() + interval '1 hour')");
+	api_stop(&f->api);
+	/* with a replica that cannot be reached, and Secure cookies */
+	setenv("METER_READ_DATABASE_URL", "postgresql:///meter?host=/nonexistent-meter-dir", 1);
+	bool up = api_start(&f->api, METER_API_BIN, f->db.url, "--secure-cookies");
+	unsetenv("METER_READ_DATABASE_URL");
+	assert_true(up);
+	for (int i = 0; i < 100 && num(f, "SELECT count(*) FROM sessions WHERE expires_at < now() "
+	                                  "OR used_at IS NOT NULL") > 0;
+	     i++)
+		usleep(50000);
+	assert_int_equal(num(f, "SELECT count(*) FROM sessions WHERE expires_at < now() OR used_at "
+	                        "IS NOT NULL"),
+	                 0);
+	assert_int_equal(num(f, "SELECT count(*) FROM sessions WHERE token_hash = sha256('live')"),
+	                 1);
+	r = call(f, "GET", "/readyz", NULL, NULL);
+	assert_int_equal(r.status, 200);
+	cJSON *o = http_json(&r);
+	assert_string_equal(str(o, "status"), "degraded");
+	assert_null(cJSON_GetObjectItem(o, "read_database_detail"));
+	assert_null(strstr(r.body, "nonexistent"));
+	cJSON_Delete(o);
+	http_free(&r);
+	r = call(f, "GET", "/readyz", f->admin, NULL);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body, "read_database_detail"));
+	http_free(&r);
+	r = form_post(f, "/login", form, NULL);
+	assert_int_equal(r.status, 303);
+	assert_non_null(strstr(r.cookie, "; Secure"));
+	http_free(&r);
+}
+
 struct slow_call {
 	struct fx *f;
 	int status;
@@ -2508,6 +2978,9 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(requests_are_bounded, setup, teardown),
 	        cmocka_unit_test_setup_teardown(slow_requests_never_hold_a_request_thread, setup,
 	                                        teardown),
+	        cmocka_unit_test_setup_teardown(keys_are_listed_and_revoked_at_once, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(what_clients_see_is_hardened, setup, teardown),
 	        cmocka_unit_test_setup_teardown(an_export_of_100000_sandboxes_streams_and_adds_up,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(the_dashboard_in_headless_chromium, setup,

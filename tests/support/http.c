@@ -63,9 +63,9 @@ void http_do_ex(int port, const char *method, const char *path, const char *key,
 	}
 	char head[2048];
 	int n = snprintf(head, sizeof head,
-	                 "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s%s%s%s"
+	                 "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n%s%s%s%s%s"
 	                 "Content-Type: %s\r\nContent-Length: %zu\r\n\r\n",
-	                 method, path, key ? "Authorization: Bearer " : "", key ? key : "",
+	                 method, path, port, key ? "Authorization: Bearer " : "", key ? key : "",
 	                 key ? "\r\n" : "", header ? header : "", header ? "\r\n" : "",
 	                 body && strncmp(body, "key=", 4) == 0 ? "application/x-www-form-urlencoded"
 	                                                       : "application/json",

@@ -1,0 +1,152 @@
+/* API keys, for admins: list, create, revoke (common/keys.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/routes.h"
+#include "common/keys.h"
+#include "meter/decimal.h"
+#include "meter/timefmt.h"
+
+static void put_time(cJSON *o, const char *name, int64_t us)
+{
+	char t[METER_TIME_BUF];
+	if (us < 0) {
+		cJSON_AddNullToObject(o, name);
+		return;
+	}
+	meter_time_format(us, t, sizeof t);
+	cJSON_AddStringToObject(o, name, t);
+}
+
+static cJSON *key_json(const struct key_info *k)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "id", (double)k->id);
+	cJSON_AddStringToObject(o, "shown", k->shown);
+	cJSON_AddStringToObject(o, "role", k->role);
+	if (k->account[0])
+		cJSON_AddStringToObject(o, "account_id", k->account);
+	else
+		cJSON_AddNullToObject(o, "account_id");
+	put_time(o, "created_at", k->created_us);
+	put_time(o, "last_used_at", k->last_used_us);
+	put_time(o, "revoked_at", k->revoked_us);
+	return o;
+}
+
+/* The key of id from the list (-1: none), and the list; false when it answered. */
+static bool keys_read(struct req *r, PGconn *c, struct key_info **keys, size_t *n)
+{
+	char err[256];
+	if (!key_list(c, keys, n, err, sizeof err)) {
+		reply_db_error(r, err, NULL);
+		return false;
+	}
+	return true;
+}
+
+/* GET /v1/keys: every key, oldest first; never a key itself. */
+void h_key_list(struct req *r)
+{
+	struct key_info *keys = NULL;
+	size_t n = 0;
+	if (r->nargs) {
+		reply_problemf(r, 400, "unknown-parameter", "Unknown query parameter",
+		               "this request takes no query parameters");
+		return;
+	}
+	PGconn *c = req_db(r);
+	if (c == NULL || !keys_read(r, c, &keys, &n))
+		return;
+	cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "keys");
+	for (size_t i = 0; i < n; i++)
+		cJSON_AddItemToArray(arr, key_json(&keys[i]));
+	free(keys);
+	reply_json(r, 200, o);
+}
+
+/*
+ * POST /v1/keys {"role": "admin"} or {"role": "account", "account_id": ID}:
+ * a new key, shown in this answer only.
+ */
+void h_key_new(struct req *r)
+{
+	static const struct in_field f[] = {
+	        {"role", IN_ENUM, 0, 0, 0, true, "admin|account"},
+	        {"account_id", IN_ID, 0, 0, 0, false, NULL},
+	};
+	struct in_value v[2];
+	struct problem p;
+	cJSON *body = in_parse_object(r->body, r->body_len, &p);
+	if (body == NULL || !in_fields(body, f, 2, v, &p)) {
+		cJSON_Delete(body);
+		reply_problem(r, &p);
+		return;
+	}
+	cJSON_Delete(body);
+	bool admin = strcmp(v[0].text, "admin") == 0;
+	if (admin == v[1].set) {
+		reply_problemf(r, 422, "invalid-field", "Invalid field",
+		               "an account key needs \"account_id\"; an admin key takes none");
+		return;
+	}
+	PGconn *c = req_db(r);
+	if (c == NULL)
+		return;
+	char key[KEY_LEN + 1], err[256];
+	int64_t id = 0;
+	if (!key_create(c, admin ? NULL : v[1].text, key, &id, err, sizeof err)) {
+		if (strstr(err, "does not exist"))
+			reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found",
+			               v[1].text);
+		else
+			reply_db_error(r, err, NULL);
+		return;
+	}
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "id", (double)id);
+	cJSON_AddStringToObject(o, "key", key);
+	cJSON_AddStringToObject(o, "role", v[0].text);
+	if (admin)
+		cJSON_AddNullToObject(o, "account_id");
+	else
+		cJSON_AddStringToObject(o, "account_id", v[1].text);
+	reply_json(r, 201, o);
+}
+
+/* DELETE /v1/keys/{id}: revokes the key and ends its sessions; the key as it now is. */
+void h_key_revoke(struct req *r)
+{
+	int64_t id = 0;
+	if (meter_decimal_parse(r->param[0], 0, false, &id) != METER_OK || id <= 0) {
+		reply_problemf(r, 404, "not-found", "Not found", "key \"%s\" not found",
+		               r->param[0]);
+		return;
+	}
+	PGconn *c = req_db(r);
+	if (c == NULL)
+		return;
+	char err[256];
+	bool found = false;
+	if (!key_revoke(c, id, &found, err, sizeof err)) {
+		reply_db_error(r, err, NULL);
+		return;
+	}
+	if (!found) {
+		reply_problemf(r, 404, "not-found", "Not found", "key %lld not found",
+		               (long long)id);
+		return;
+	}
+	struct key_info *keys = NULL;
+	size_t n = 0;
+	if (!keys_read(r, c, &keys, &n))
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (keys[i].id == id)
+			reply_json(r, 200, key_json(&keys[i]));
+	free(keys);
+	if (!r->answered)
+		reply_problemf(r, 404, "not-found", "Not found", "key %lld not found",
+		               (long long)id);
+}
