@@ -2869,6 +2869,87 @@ static void what_clients_see_is_hardened(void **state)
 	http_free(&r);
 }
 
+/* What a shell command prints (its first 8 KiB). */
+static void shell_out(const char *cmd, char *out, size_t len)
+{
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	size_t n = fread(out, 1, len - 1, p);
+	out[n] = '\0';
+	pclose(p);
+}
+
+/*
+ * meter-api serves HTTPS itself with --tls-cert and --tls-key (a certificate
+ * made here with openssl): curl checks it against that certificate, the
+ * session cookie is Secure without --secure-cookies, and plain HTTP on that
+ * port gets no answer.
+ */
+static void https_is_served_with_secure_cookies(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	char dir[64], cmd[1024], out[8192];
+	snprintf(dir, sizeof dir, "/tmp/meter-tls-%d", (int)getpid());
+	snprintf(cmd, sizeof cmd,
+	         "rm -rf %s && mkdir -p %s && openssl req -x509 -newkey rsa:2048 -nodes -days 1 "
+	         "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout %s/key.pem "
+	         "-out %s/cert.pem 2>/dev/null && echo made",
+	         dir, dir, dir, dir);
+	shell_out(cmd, out, sizeof out);
+	if (strstr(out, "made") == NULL)
+		fail_msg("openssl could not make a certificate (scripts/deps.sh installs openssl)");
+	api_stop(&f->api);
+	int port = 20000 + (getpid() * 13) % 30000;
+	pid_t pid = fork();
+	if (pid == 0) {
+		char listen[32], cert[96], key[96];
+		snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+		snprintf(cert, sizeof cert, "%s/cert.pem", dir);
+		snprintf(key, sizeof key, "%s/key.pem", dir);
+		setenv("DATABASE_URL", f->db.url, 1);
+		setenv("METER_TLS_CERT", cert, 1);
+		setenv("METER_TLS_KEY", key, 1);
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		dup2(null, 2);
+		execl(METER_API_BIN, METER_API_BIN, "--listen", listen, "--no-rollup",
+		      (char *)NULL);
+		_exit(127);
+	}
+	char base[64];
+	snprintf(base, sizeof base, "https://127.0.0.1:%d", port);
+	bool up = false;
+	for (int i = 0; i < 100 && !up; i++) {
+		snprintf(cmd, sizeof cmd,
+		         "curl -s -o /dev/null -w '%%{http_code}' --cacert %s/cert.pem %s/healthz",
+		         dir, base);
+		shell_out(cmd, out, sizeof out);
+		up = strcmp(out, "200") == 0;
+		if (!up)
+			usleep(50000);
+	}
+	if (up) {
+		snprintf(cmd, sizeof cmd,
+		         "curl -s -i --cacert %s/cert.pem -H 'Origin: %s' --data 'key=%s' %s/login",
+		         dir, base, f->acct, base);
+		shell_out(cmd, out, sizeof out);
+	}
+	struct http_res r;
+	http_do(port, "GET", "/healthz", NULL, NULL, 0, &r); /* plain HTTP: no answer */
+	int plain = r.status;
+	http_free(&r);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+	if (!up)
+		fail_msg("meter-api did not answer over HTTPS");
+	if (strncmp(out, "HTTP/1.1 303", 12) != 0 || strstr(out, "; Secure") == NULL)
+		fail_msg("the login over HTTPS: %.400s", out);
+	assert_true(plain != 200);
+}
+
 struct slow_call {
 	struct fx *f;
 	int status;
@@ -2981,6 +3062,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(keys_are_listed_and_revoked_at_once, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(what_clients_see_is_hardened, setup, teardown),
+	        cmocka_unit_test_setup_teardown(https_is_served_with_secure_cookies, setup,
+	                                        teardown),
 	        cmocka_unit_test_setup_teardown(an_export_of_100000_sandboxes_streams_and_adds_up,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(the_dashboard_in_headless_chromium, setup,
