@@ -57,10 +57,11 @@ static const struct opt_def opts[O_N] = {
                      "time after a month ends before its invoice is final"},
         [O_THREADS] = {"threads", OPT_DECIMAL, 0, 1, 256, "8", "METER_THREADS", false,
                        "request threads"},
-        [O_SLOW_THREADS] = {"slow-threads", OPT_DECIMAL, 0, 0, 256, "4", "METER_SLOW_THREADS",
+        [O_SLOW_THREADS] = {"slow-threads", OPT_DECIMAL, 0, 0, 256, NULL, "METER_SLOW_THREADS",
                             false,
-                            "threads for pages, invoices and exports (at most db-pool - 1; 0: "
-                            "they run on request threads)"},
+                            "threads for pages, invoices and exports (default: half the "
+                            "cores, at least 1; at most db-pool - 1; 0: they run on request "
+                            "threads)"},
         [O_POOL] = {"db-pool", OPT_DECIMAL, 0, 1, 256, "8", "METER_DB_POOL", false,
                     "database connections for requests"},
         [O_CONNS] = {"max-connections", OPT_DECIMAL, 0, 1, 100000, "1024", "METER_MAX_CONNECTIONS",
@@ -95,6 +96,17 @@ static const struct opt_def opts[O_N] = {
         [O_HELP] = {"help", OPT_FLAG, 0, 0, 0, NULL, NULL, false, "this text"},
 };
 
+/*
+ * Half the cores the process may run on, at least one: the slow lane's work
+ * (and the database's for it) then leaves cores to the quota checks however
+ * many dashboards load at once.
+ */
+static unsigned slow_threads_default(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n >= 4 ? (unsigned)(n / 2) : 1;
+}
+
 int main(int argc, char **argv)
 {
 	struct opt_val v[O_N];
@@ -122,7 +134,8 @@ int main(int argc, char **argv)
 	        .read_db_url = v[O_READ_URL].str,
 	        .read_max_lag_us = v[O_READ_LAG].num,
 	        .threads = (unsigned)v[O_THREADS].num,
-	        .slow_threads = (unsigned)v[O_SLOW_THREADS].num,
+	        .slow_threads = v[O_SLOW_THREADS].set ? (unsigned)v[O_SLOW_THREADS].num
+	                                              : slow_threads_default(),
 	        .pool_size = (unsigned)v[O_POOL].num,
 	        .conn_limit = (unsigned)v[O_CONNS].num,
 	        .conn_limit_per_ip = (unsigned)v[O_CONNS_IP].num,

@@ -131,8 +131,9 @@ static const char *const sql[Q_COUNT] = {
         [Q_RANK_MONTH] = "SELECT sandbox_id FROM sandbox_month_cost "
                          "WHERE account_id = $1 AND month = $2::date "
                          "ORDER BY cost_nano DESC, sandbox_id COLLATE \"C\" LIMIT $3",
-        [Q_COUNT_MONTH] = "SELECT count(*) FROM sandbox_month_cost "
-                          "WHERE account_id = $1 AND month = $2::date",
+        /* kept by the rollup (migrations/0023) */
+        [Q_COUNT_MONTH] = "SELECT coalesce((SELECT sandboxes FROM account_month_sandboxes "
+                          "WHERE account_id = $1 AND month = $2::date), 0)",
         [Q_TOP_MONTH] = "SELECT sandbox_id, cost_nano, cpu_measured_us, cpu_billed_us "
                         "FROM sandbox_month_cost WHERE account_id = $1 AND month = $2::date "
                         "ORDER BY cost_nano DESC, sandbox_id COLLATE \"C\" LIMIT $3",

@@ -31,7 +31,7 @@ enum query {
 	                * and how many there are */
 	Q_RANK_MONTH,  /* account, month (date), n -> the same from sandbox_month_cost, ids
 	                * only */
-	Q_COUNT_MONTH, /* account, month (date) -> its sandboxes in sandbox_month_cost */
+	Q_COUNT_MONTH, /* account, month (date) -> its sandboxes (account_month_sandboxes) */
 	Q_TOP_MONTH,   /* account, month (date), n -> the costliest: id, cost nano, measured,
 	                * billed µs */
 	Q_LISTING_NEW, /* account, from µs, to µs, first page's ids -> a listing's id */

@@ -284,7 +284,7 @@ static const struct hot {
         {"api/queries.c Q_LISTING_FILL_MONTH (a month's listing ordered)",
          "UPDATE usage_listings l SET ids", true},
         {"api/queries.c Q_COUNT_MONTH (a month's sandboxes)",
-         "SELECT count(*) FROM sandbox_month_cost", true},
+         "FROM account_month_sandboxes", true},
         {"api/queries.c Q_LISTING_PAGE (a page of a listing)", "FROM usage_listings WHERE", true},
         {"api/queries.c Q_USAGE_MONTH_TOTALS",
          "busy_us, idle_us, wall_us, memory_mgib_us FROM "

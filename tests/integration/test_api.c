@@ -2311,6 +2311,18 @@ static void an_account_of_many_sandboxes_is_listed_a_page_at_a_time(void **state
 	cJSON_Delete(get_json(f, "/v1/accounts/pg/sandboxes?cursor=bDoxOjA", 422));
 	cJSON_Delete(get_json(f, "/v1/accounts/pg/sandboxes?status=gone", 422));
 	cJSON_Delete(get_json(f, "/v1/accounts/nobody/sandboxes", 404));
+	/* a sandbox whose month is left with no usage leaves the ranking and its count, as
+	 * the rollup's step that keeps them finds it */
+	sql(f, "UPDATE sandbox_month SET cpu_measured_us = 0, cpu_billed_us = 0, busy_us = 0, "
+	       "idle_us = 0, wall_us = 0, memory_mgib_us = 0 WHERE sandbox_id = 'p-002'");
+	sql(f, "SELECT meter_sandbox_month_costs(ARRAY['pg'], ARRAY['p-002'], "
+	       "ARRAY['2026-10-01'::date])");
+	cJSON *less = get_json(f,
+	                       "/v1/accounts/pg/usage?from=2026-10-01T00:00:00Z"
+	                       "&to=2026-11-01T00:00:00Z&limit=1",
+	                       200);
+	assert_int_equal(cJSON_GetObjectItem(less, "sandbox_count")->valueint, NPAGED - 1);
+	cJSON_Delete(less);
 }
 
 /* ---- large accounts: streamed exports ---- */

@@ -343,6 +343,7 @@ static const struct placement {
         {"usage_hourly", BY_ACCOUNT, "account_id"},
         {"account_month", BY_ACCOUNT, "account_id"},
         {"account_day", BY_ACCOUNT, "account_id"},
+        {"account_month_sandboxes", BY_ACCOUNT, "account_id"},
         {"invoices", BY_ACCOUNT, "account_id"},
         {"invoice_quantities", BY_ACCOUNT, "account_id"},
         {"limit_notices", BY_ACCOUNT, "account_id"},

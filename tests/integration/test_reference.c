@@ -598,7 +598,8 @@ out:
 /*
  * account_day (kept by the rollup, hours taken out and put in as sandboxes
  * are re-rated) against the same hours summed at once by day: every day and
- * plan with usage matches, and a day with none is absent or all zero.
+ * plan with usage matches, and a day with none is absent or all zero. And
+ * account_month_sandboxes against a count of sandbox_month_cost.
  */
 static void compare_days(struct run *r, char *diff, size_t len)
 {
@@ -624,6 +625,20 @@ static void compare_days(struct run *r, char *diff, size_t len)
 		    PQerrorMessage(r->db.conn));
 	for (int i = 0; PQresultStatus(d) == PGRES_TUPLES_OK && i < PQntuples(d); i++)
 		say(diff, len, "  account day DIFFERS: %s\n", PQgetvalue(d, i, 0));
+	PQclear(d);
+	/* and the sandboxes a month ranks, counted as the rollup goes, against a count */
+	d = PQexec(r->db.conn,
+	           "SELECT coalesce(c.account_id, n.account_id) || ' ' || coalesce(c.month, "
+	           "n.month) || ': ' || coalesce(c.k, 0) || ' ranked, ' || coalesce(n.sandboxes, "
+	           "0) || ' counted' FROM (SELECT account_id, month, count(*) k FROM "
+	           "sandbox_month_cost GROUP BY 1, 2) c FULL JOIN account_month_sandboxes n ON "
+	           "n.account_id = c.account_id AND n.month = c.month WHERE coalesce(c.k, 0) <> "
+	           "coalesce(n.sandboxes, 0) LIMIT 3");
+	if (PQresultStatus(d) != PGRES_TUPLES_OK)
+		say(diff, len, "  month counts: DIFFERS (could not read: %s)\n",
+		    PQerrorMessage(r->db.conn));
+	for (int i = 0; PQresultStatus(d) == PGRES_TUPLES_OK && i < PQntuples(d); i++)
+		say(diff, len, "  month count DIFFERS: %s\n", PQgetvalue(d, i, 0));
 	PQclear(d);
 }
 
