@@ -640,6 +640,34 @@ static bool sandbox_list(struct req *r, struct page *p, PGconn *c, const char *i
 	return true;
 }
 
+/* One plan's prices, as the page shows them. */
+static void plan_text(struct page *p, const struct meter_plan *pl)
+{
+	char cpu[METER_MONEY_BUF], mem[METER_MONEY_BUF], when[METER_TIME_BUF];
+	meter_money_format_exact(pl->cpu_vcpu_hour, cpu, sizeof cpu);
+	meter_money_format_exact(pl->memory_gib_hour, mem, sizeof mem);
+	meter_time_format(pl->effective_from_us, when, sizeof when);
+	put(p, "<strong>");
+	esc(p, pl->name);
+	put(p, "</strong> ($%s a vCPU-hour, $%s a GiB-hour, from %.10s)", cpu, mem, when);
+}
+
+/* The prices in force now and the plan scheduled next, if any. */
+static void prices(struct page *p, const struct meter_plan *plans, size_t n, int64_t now)
+{
+	const struct meter_plan *in = meter_plan_at(plans, n, now),
+	                        *next = meter_plan_next(plans, n, now);
+	if (in == NULL)
+		return;
+	put(p, "<p class=\"muted\" id=\"prices\">Prices: ");
+	plan_text(p, in);
+	if (next) {
+		put(p, "; next: ");
+		plan_text(p, next);
+	}
+	put(p, "</p>");
+}
+
 void h_dashboard(struct req *r)
 {
 	struct page p = {0};
@@ -732,6 +760,7 @@ void h_dashboard(struct req *r)
 		month_link(&p, r, id, next, "next month &rarr;");
 	}
 	put(&p, "</nav>");
+	prices(&p, plans, nplans, now);
 	const cJSON *status = cJSON_GetObjectItem(inv, "status");
 	put(&p,
 	    "<div class=\"cards\"><div class=\"card\"><h2>%s</h2>"

@@ -12,6 +12,7 @@
 #include "common/plans.h"
 #include "meter/estimate.h"
 #include "meter/decimal.h"
+#include "meter/timefmt.h"
 #include "api/metrics.h"
 #include "reports/estimate.h"
 
@@ -165,8 +166,8 @@ void h_openapi(struct req *r)
 	reply_text(r, 200, "application/json", openapi_json, openapi_json_len);
 }
 
-/* The plan in force now, or an answer already given. */
-static bool plan_now(struct req *r, struct meter_plan *out)
+/* The plan in force now and the next one (next->id 0: none), or an answer already given. */
+static bool plan_now(struct req *r, struct meter_plan *out, struct meter_plan *next)
 {
 	PGconn *c = req_db(r);
 	if (c == NULL)
@@ -179,6 +180,8 @@ static bool plan_now(struct req *r, struct meter_plan *out)
 		reply_db_error(r, "could not read price plans", NULL);
 	} else {
 		const struct meter_plan *p = meter_plan_at(plans, n, now_us());
+		const struct meter_plan *q = meter_plan_next(plans, n, now_us());
+		*next = q ? *q : (struct meter_plan){0};
 		if (p) {
 			*out = *p;
 			ok = true;
@@ -189,6 +192,15 @@ static bool plan_now(struct req *r, struct meter_plan *out)
 	}
 	free(plans);
 	return ok;
+}
+
+/* Adds "next_plan": the plan scheduled to take over, or null. */
+static cJSON *with_next(cJSON *o, const struct meter_plan *next)
+{
+	if (o)
+		cJSON_AddItemToObject(o, "next_plan",
+		                      next->id ? report_plan_json(next) : cJSON_CreateNull());
+	return o;
 }
 
 #define SIZE_FIELDS                                                                                \
@@ -202,21 +214,21 @@ void h_rates(struct req *r)
 	static const struct in_field f[] = {SIZE_FIELDS};
 	struct in_value v[2];
 	struct problem p;
-	struct meter_plan plan;
+	struct meter_plan plan, next;
 	struct meter_rates rates;
 	if (!in_query(r->args, r->nargs, f, 2, v, &p)) {
 		reply_problem(r, &p);
 		return;
 	}
 	struct meter_size size = {.vcpu_milli = v[0].num, .mem_mgib = v[1].num};
-	if (!plan_now(r, &plan))
+	if (!plan_now(r, &plan, &next))
 		return;
 	if (meter_rates_of(&plan, &size, &rates) != METER_OK) {
 		reply_problemf(r, 422, "out-of-range", "Value out of range",
 		               "the rates of that size cannot be computed");
 		return;
 	}
-	reply_json(r, 200, report_rates_json(&plan, &size, &rates));
+	reply_json(r, 200, with_next(report_rates_json(&plan, &size, &rates), &next));
 }
 
 void h_estimates(struct req *r)
@@ -229,7 +241,7 @@ void h_estimates(struct req *r)
 	};
 	struct in_value v[5];
 	struct problem p;
-	struct meter_plan plan;
+	struct meter_plan plan, next;
 	struct meter_estimate e;
 	cJSON *body = in_parse_object(r->body, r->body_len, &p);
 	bool ok = body && in_fields(body, f, 5, v, &p);
@@ -250,12 +262,117 @@ void h_estimates(struct req *r)
 		               v[4].text, v[2].text);
 		return;
 	}
-	if (!plan_now(r, &plan))
+	if (!plan_now(r, &plan, &next))
 		return;
 	if (meter_estimate_month(&plan, &in, &e) != METER_OK) {
 		reply_problemf(r, 422, "out-of-range", "Value out of range",
 		               "the estimate of these figures cannot be computed");
 		return;
 	}
-	reply_json(r, 200, report_estimate_json(&plan, &e));
+	reply_json(r, 200, with_next(report_estimate_json(&plan, &e), &next));
+}
+
+/* The plans with where each stands at now: past, in force or scheduled. */
+static cJSON *plans_json(const struct meter_plan *plans, size_t n, int64_t now)
+{
+	const struct meter_plan *in = meter_plan_at(plans, n, now),
+	                        *next = meter_plan_next(plans, n, now);
+	cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "plans");
+	for (size_t i = 0; i < n; i++) {
+		cJSON *p = report_plan_json(&plans[i]);
+		cJSON_AddStringToObject(p, "state",
+		                        &plans[i] == in                     ? "in_force"
+		                        : plans[i].effective_from_us >= now ? "scheduled"
+		                                                            : "past");
+		cJSON_AddItemToArray(arr, p);
+	}
+	cJSON_AddItemToObject(o, "in_force", in ? report_plan_json(in) : cJSON_CreateNull());
+	cJSON_AddItemToObject(o, "next", next ? report_plan_json(next) : cJSON_CreateNull());
+	return o;
+}
+
+/* GET /v1/price-plans: every plan, oldest first, read now (not from the plan cache). */
+void h_plan_list(struct req *r)
+{
+	if (r->nargs) {
+		reply_problemf(r, 400, "unknown-parameter", "Unknown query parameter",
+		               "this request takes no query parameters");
+		return;
+	}
+	PGconn *c = req_db(r);
+	struct meter_plan *plans = NULL;
+	size_t n = 0;
+	char err[256];
+	if (c == NULL)
+		return;
+	if (!plans_load(c, &plans, &n, err, sizeof err)) {
+		reply_db_error(r, err, NULL);
+		return;
+	}
+	reply_json(r, 200, plans_json(plans, n, now_us()));
+	free(plans);
+}
+
+/*
+ * POST /v1/price-plans (admin): publishes a plan from a future time on. A
+ * plan dated in the past would re-price hours as they are re-rated, so it is
+ * refused; so is a second plan at the same instant.
+ */
+void h_plan_new(struct req *r)
+{
+	static const struct in_field f[] = {
+	        {"name", IN_TEXT, 0, 0, METER_PLAN_NAME_MAX - 1, true, NULL},
+	        {"effective_from", IN_TIME, 0, 0, 0, true, NULL},
+	        {"cpu_per_vcpu_hour", IN_DECIMAL, 9, 0, METER_PRICE_MAX, true, NULL},
+	        {"memory_per_gib_hour", IN_DECIMAL, 9, 0, METER_PRICE_MAX, true, NULL},
+	        {"cpu_floor", IN_DECIMAL, 6, 0, 1000000, false, NULL},
+	};
+	struct in_value v[5];
+	struct problem p;
+	cJSON *body = in_parse_object(r->body, r->body_len, &p);
+	if (body == NULL || !in_fields(body, f, 5, v, &p)) {
+		cJSON_Delete(body);
+		reply_problem(r, &p);
+		return;
+	}
+	cJSON_Delete(body);
+	PGconn *c = req_db(r);
+	if (c == NULL)
+		return;
+	char err[256], when[METER_TIME_BUF];
+	int64_t id = 0;
+	meter_time_format(v[1].num, when, sizeof when);
+	switch (plan_add(c, v[0].text, v[1].num, v[2].num, v[3].num, v[4].set ? v[4].num : -1, &id,
+	                 err, sizeof err)) {
+	case PLAN_PAST:
+		reply_problemf(r, 422, "plan-in-the-past", "Price plan in the past",
+		               "effective_from %s is not in the future: a plan takes effect from a "
+		               "future time only, so hours already rated keep their prices",
+		               when);
+		return;
+	case PLAN_TAKEN:
+		reply_problemf(r, 409, "conflict", "Already exists",
+		               "a price plan takes effect at %s already", when);
+		return;
+	case PLAN_DB_ERROR:
+		reply_db_error(r, err, NULL);
+		return;
+	case PLAN_ADDED:
+		break;
+	}
+	struct meter_plan *plans = NULL;
+	size_t n = 0;
+	if (!plans_load(c, &plans, &n, err, sizeof err)) {
+		reply_db_error(r, err, NULL);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (plans[i].id == id) {
+			cJSON *o = report_plan_json(&plans[i]);
+			cJSON_AddStringToObject(o, "state", "scheduled");
+			reply_json(r, 201, o);
+		}
+	free(plans);
+	if (!r->answered)
+		reply_problemf(r, 500, "internal", "Internal error", "the new plan was not found");
 }

@@ -15,6 +15,7 @@
 #include "common/invoicedb.h"
 #include "common/month.h"
 #include "common/plans.h"
+#include "reports/estimate.h"
 #include "reports/invoice.h"
 #include "meter/checked.h"
 #include "meter/decimal.h"
@@ -726,6 +727,11 @@ void h_forecast(struct req *r)
 	meter_time_format(at, when, sizeof when);
 	cJSON_AddStringToObject(o, "at", when);
 	cJSON_AddStringToObject(o, "data_as_of", asof);
+	/* the prices behind it: the plan in force at "at", and the one scheduled next */
+	const struct meter_plan *in = meter_plan_at(plans, nplans, at),
+	                        *next = meter_plan_next(plans, nplans, at);
+	cJSON_AddItemToObject(o, "plan", in ? report_plan_json(in) : cJSON_CreateNull());
+	cJSON_AddItemToObject(o, "next_plan", next ? report_plan_json(next) : cJSON_CreateNull());
 	reply_json(r, 200, o);
 	free(plans);
 }

@@ -18,6 +18,8 @@ const struct route routes[] = {
         {"GET", "/v1/openapi.json", AUTH_PUBLIC, h_openapi, false, 0, FAST},
         {"GET", "/v1/rates", AUTH_PUBLIC, h_rates, false, 0, FAST},
         {"POST", "/v1/estimates", AUTH_PUBLIC, h_estimates, false, 0, FAST},
+        {"GET", "/v1/price-plans", AUTH_PUBLIC, h_plan_list, false, 0, FAST},
+        {"POST", "/v1/price-plans", AUTH_ADMIN, h_plan_new, false, 0, FAST},
         {"POST", "/v1/accounts", AUTH_ADMIN, h_account_new, false, 0, FAST},
         {"GET", "/v1/accounts/{id}", AUTH_ANY, h_account_get, false, 0, FAST},
         {"PATCH", "/v1/accounts/{id}", AUTH_ADMIN, h_account_patch, false, 0, FAST},

@@ -16,6 +16,8 @@ void h_metrics(struct req *r);
 void h_openapi(struct req *r);
 void h_rates(struct req *r);
 void h_estimates(struct req *r);
+void h_plan_list(struct req *r);
+void h_plan_new(struct req *r);
 
 /* api/h_accounts.c */
 void h_account_new(struct req *r);

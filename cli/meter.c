@@ -262,6 +262,115 @@ static int run_key_revoke(const struct opt_val *v)
 	return 0;
 }
 
+/* ---- plan list and plan add ---- */
+
+static const struct opt_def plan_list_opts[] = {JSON_OPT_DEF};
+
+static int run_plan_list(const struct opt_val *v)
+{
+	char err[ERRLEN];
+	struct meter_plan *plans = NULL;
+	size_t n = 0;
+	struct timespec ts;
+	PGconn *c = connect_or_log();
+	if (c == NULL)
+		return 1;
+	bool ok = plans_load(c, &plans, &n, err, sizeof err);
+	PQfinish(c);
+	if (!ok) {
+		log_error("%s", err);
+		return 1;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	int64_t now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	const struct meter_plan *in = meter_plan_at(plans, n, now);
+	if (v[0].set) {
+		cJSON *arr = cJSON_CreateArray();
+		for (size_t i = 0; i < n; i++) {
+			cJSON *p = report_plan_json(&plans[i]);
+			cJSON_AddStringToObject(p, "state",
+			                        &plans[i] == in                     ? "in_force"
+			                        : plans[i].effective_from_us >= now ? "scheduled"
+			                                                            : "past");
+			cJSON_AddItemToArray(arr, p);
+		}
+		free(plans);
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddItemToObject(o, "plans", arr);
+		return print_json(o);
+	}
+	printf("%-4s %-20s %-21s %-18s %-18s %-9s %s\n", "ID", "NAME", "EFFECTIVE FROM",
+	       "CPU/VCPU-HOUR", "MEMORY/GIB-HOUR", "CPU FLOOR", "STATE");
+	for (size_t i = 0; i < n; i++) {
+		char when[METER_TIME_BUF], cpu[METER_MONEY_BUF], mem[METER_MONEY_BUF],
+		        floor[METER_DECIMAL_BUF];
+		meter_time_format(plans[i].effective_from_us, when, sizeof when);
+		meter_money_format_exact(plans[i].cpu_vcpu_hour, cpu, sizeof cpu);
+		meter_money_format_exact(plans[i].memory_gib_hour, mem, sizeof mem);
+		meter_decimal_format(plans[i].cpu_floor_ppm, 6, 0, floor, sizeof floor);
+		printf("%-4lld %-20s %-21s %-18s %-18s %-9s %s\n", (long long)plans[i].id,
+		       plans[i].name, when, cpu, mem, floor,
+		       &plans[i] == in                     ? "in force"
+		       : plans[i].effective_from_us >= now ? "scheduled"
+		                                           : "past");
+	}
+	free(plans);
+	return 0;
+}
+
+static const struct opt_def plan_add_opts[] = {
+        {"name", OPT_STRING, 0, 0, 0, NULL, NULL, true, "the plan's name (1 to 63 bytes)"},
+        {"effective-from", OPT_STRING, 0, 0, 0, NULL, NULL, true,
+         "when it takes effect (RFC 3339, in the future)"},
+        {"cpu-per-vcpu-hour", OPT_DECIMAL, 9, 0, METER_PRICE_MAX, NULL, NULL, true,
+         "dollars per billed vCPU-hour"},
+        {"memory-per-gib-hour", OPT_DECIMAL, 9, 0, METER_PRICE_MAX, NULL, NULL, true,
+         "dollars per provisioned GiB-hour"},
+        {"cpu-floor", OPT_DECIMAL, 6, 0, 1000000, NULL, NULL, false,
+         "billed CPU floor, a share of the vCPUs (default: the plan in force then)"},
+};
+
+static int run_plan_add(const struct opt_val *v)
+{
+	char err[ERRLEN];
+	int64_t from = 0, id = 0;
+	size_t len = strlen(v[0].str);
+	if (len == 0 || len >= METER_PLAN_NAME_MAX) {
+		log_error("plan add: --name must be 1 to %d bytes", METER_PLAN_NAME_MAX - 1);
+		return EXIT_USAGE;
+	}
+	if (meter_time_parse(v[1].str, &from) != METER_OK) {
+		log_error("plan add: --effective-from \"%s\" is not an RFC 3339 time "
+		          "(2026-12-01T00:00:00Z)",
+		          v[1].str);
+		return EXIT_USAGE;
+	}
+	PGconn *c = connect_or_log();
+	if (c == NULL)
+		return 1;
+	enum plan_refusal why = plan_add(c, v[0].str, from, v[2].num, v[3].num,
+	                                 v[4].set ? v[4].num : -1, &id, err, sizeof err);
+	PQfinish(c);
+	switch (why) {
+	case PLAN_ADDED:
+		fprintf(stderr, "meter: price plan %lld \"%s\" takes effect at %s\n", (long long)id,
+		        v[0].str, v[1].str);
+		return 0;
+	case PLAN_PAST:
+		log_error("plan add: %s is not in the future: a plan takes effect from a future "
+		          "time only, so hours already rated keep their prices",
+		          v[1].str);
+		return 1;
+	case PLAN_TAKEN:
+		log_error("plan add: a price plan takes effect at %s already", v[1].str);
+		return 1;
+	case PLAN_DB_ERROR:
+		break;
+	}
+	log_error("%s", err);
+	return 1;
+}
+
 /* ---- rates and estimate ---- */
 
 #define VCPUS_OPT                                                                                  \
@@ -531,6 +640,11 @@ static const struct verb verbs[] = {
          "usage: meter key create --admin | --account ID | meter key list [--json] | meter key "
          "revoke ID\nprints a new API key, once; lists the keys; revokes one",
          key_opts, NOPTS(key_opts), run_key_create},
+        {"plan",
+         "usage: meter plan list [--json] | meter plan add --name N --effective-from TIME "
+         "--cpu-per-vcpu-hour D --memory-per-gib-hour D [--cpu-floor D]\nthe price plans; "
+         "publishes one from a future time on",
+         plan_add_opts, NOPTS(plan_add_opts), run_plan_add},
         {"rates",
          "usage: meter rates --vcpus N --memory-gib N [--json]\n"
          "the busy and idle price of one hour of a sandbox",
@@ -613,6 +727,23 @@ int main(int argc, char **argv)
 			}
 			if (first == 2)
 				first = 3;
+		}
+		static const struct verb plan_list_verb = {
+		        "plan list",
+		        "usage: meter plan list [--json]\nthe price plans, and which is "
+		        "in force",
+		        plan_list_opts, NOPTS(plan_list_opts), run_plan_list};
+		if (strcmp(vb->name, "plan") == 0) {
+			const char *action = argc < 3 ? "" : argv[2];
+			if (strcmp(action, "list") == 0) {
+				vb = &plan_list_verb;
+			} else if (strcmp(action, "add") != 0) {
+				log_error("plan: unknown action%s%s (expected: plan list or plan "
+				          "add)",
+				          argc < 3 ? "" : " ", action);
+				return EXIT_USAGE;
+			}
+			first = 3;
 		}
 		if (strcmp(vb->name, "parked") == 0 && argc >= 3 && argv[2][0] != '-') {
 			if (strcmp(argv[2], "retry") != 0) {

@@ -57,3 +57,35 @@ bool plans_load(PGconn *c, struct meter_plan **out, size_t *n, char *err, size_t
 	PQclear(r);
 	return ok;
 }
+
+enum plan_refusal plan_add(PGconn *c, const char *name, int64_t effective_from_us,
+                           meter_money cpu_vcpu_hour, meter_money memory_gib_hour,
+                           int64_t cpu_floor_ppm, int64_t *id, char *err, size_t errlen)
+{
+	char from[24], cpu[METER_DECIMAL_BUF], mem[METER_DECIMAL_BUF], floor[METER_DECIMAL_BUF];
+	snprintf(from, sizeof from, "%lld", (long long)effective_from_us);
+	meter_decimal_format(cpu_vcpu_hour, 9, 0, cpu, sizeof cpu);
+	meter_decimal_format(memory_gib_hour, 9, 0, mem, sizeof mem);
+	if (cpu_floor_ppm >= 0)
+		meter_decimal_format(cpu_floor_ppm, 6, 0, floor, sizeof floor);
+	const char *p[] = {name, from, cpu, mem, cpu_floor_ppm >= 0 ? floor : NULL};
+	PGresult *r = PQexecParams(
+	        c,
+	        "WITH t AS (SELECT 'epoch'::timestamptz + $2::bigint * interval '1 microsecond' f) "
+	        "INSERT INTO price_plans (name, effective_from, cpu_vcpu_hour, memory_gib_hour, "
+	        "cpu_floor) SELECT $1, t.f, $3::numeric, $4::numeric, coalesce($5::numeric, "
+	        "(SELECT cpu_floor FROM price_plans WHERE effective_from < t.f "
+	        "ORDER BY effective_from DESC LIMIT 1), 0.025) FROM t WHERE t.f > now() "
+	        "RETURNING id",
+	        5, NULL, p, NULL, NULL, 0);
+	enum plan_refusal why = PLAN_DB_ERROR;
+	if (strcmp(db_sqlstate(r), "23505") == 0)
+		why = PLAN_TAKEN;
+	else if (db_check(r, PGRES_TUPLES_OK, "could not add the price plan", err, errlen))
+		why = PQntuples(r) == 1 && meter_decimal_parse(PQgetvalue(r, 0, 0), 0, false, id) ==
+		                                   METER_OK
+		              ? PLAN_ADDED
+		              : PLAN_PAST;
+	PQclear(r);
+	return why;
+}

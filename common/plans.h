@@ -24,4 +24,22 @@ bool plans_load(PGconn *c, struct meter_plan **out, size_t *n, char *err, size_t
 bool plans_from_result(const PGresult *r, struct meter_plan **out, size_t *n, char *err,
                        size_t errlen);
 
+/* Why plan_add refused a plan. */
+enum plan_refusal {
+	PLAN_ADDED,
+	PLAN_PAST,     /* effective_from is not after now (the database's clock) */
+	PLAN_TAKEN,    /* a plan starts at that very time already */
+	PLAN_DB_ERROR, /* err says what */
+};
+
+/*
+ * Publishes a plan from effective_from_us on, which must be in the future:
+ * hours already rated keep the prices they were rated at. cpu_floor_ppm < 0
+ * takes the floor of the plan in force at that time (2.5 % when there is
+ * none). Checked in the insert itself, against the database's clock.
+ */
+enum plan_refusal plan_add(PGconn *c, const char *name, int64_t effective_from_us,
+                           meter_money cpu_vcpu_hour, meter_money memory_gib_hour,
+                           int64_t cpu_floor_ppm, int64_t *id, char *err, size_t errlen);
+
 #endif

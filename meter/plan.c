@@ -33,3 +33,10 @@ const struct meter_plan *meter_plan_at(const struct meter_plan *plans, size_t n,
 	}
 	return lo == 0 ? NULL : &plans[lo - 1];
 }
+
+const struct meter_plan *meter_plan_next(const struct meter_plan *plans, size_t n, int64_t t)
+{
+	const struct meter_plan *now = meter_plan_at(plans, n, t);
+	size_t i = now ? (size_t)(now - plans) + 1 : 0;
+	return i < n ? &plans[i] : NULL;
+}

@@ -65,4 +65,11 @@ enum meter_status meter_size_check(const struct meter_size *s);
  */
 const struct meter_plan *meter_plan_at(const struct meter_plan *plans, size_t n, int64_t end_us);
 
+/*
+ * The plan that takes over after the one in force at t: the first with an
+ * effective_from at or after t (sorted as for meter_plan_at). NULL when none
+ * is scheduled.
+ */
+const struct meter_plan *meter_plan_next(const struct meter_plan *plans, size_t n, int64_t t);
+
 #endif

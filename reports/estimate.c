@@ -14,15 +14,27 @@ static bool add_money(cJSON *o, const char *name, meter_money m, bool rounded)
 	return cJSON_AddStringToObject(o, name, buf) != NULL;
 }
 
+cJSON *report_plan_json(const struct meter_plan *p)
+{
+	char when[METER_TIME_BUF], floor[METER_DECIMAL_BUF];
+	cJSON *plan = cJSON_CreateObject();
+	meter_time_format(p->effective_from_us, when, sizeof when);
+	meter_decimal_format(p->cpu_floor_ppm, 6, 0, floor, sizeof floor);
+	if (plan && cJSON_AddNumberToObject(plan, "id", (double)p->id) &&
+	    cJSON_AddStringToObject(plan, "name", p->name) &&
+	    cJSON_AddStringToObject(plan, "effective_from", when) &&
+	    add_money(plan, "cpu_per_vcpu_hour", p->cpu_vcpu_hour, false) &&
+	    add_money(plan, "memory_per_gib_hour", p->memory_gib_hour, false) &&
+	    cJSON_AddStringToObject(plan, "cpu_floor", floor))
+		return plan;
+	cJSON_Delete(plan);
+	return NULL;
+}
+
 static bool add_plan(cJSON *o, const struct meter_plan *p)
 {
-	char when[METER_TIME_BUF];
-	cJSON *plan = cJSON_AddObjectToObject(o, "plan");
-	meter_time_format(p->effective_from_us, when, sizeof when);
-	return plan && cJSON_AddStringToObject(plan, "name", p->name) &&
-	       cJSON_AddStringToObject(plan, "effective_from", when) &&
-	       add_money(plan, "cpu_per_vcpu_hour", p->cpu_vcpu_hour, false) &&
-	       add_money(plan, "memory_per_gib_hour", p->memory_gib_hour, false);
+	cJSON *plan = report_plan_json(p);
+	return plan && cJSON_AddItemToObject(o, "plan", plan);
 }
 
 cJSON *report_rates_json(const struct meter_plan *p, const struct meter_size *size,

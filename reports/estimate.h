@@ -13,6 +13,8 @@
 #include "meter/estimate.h"
 
 /* New JSON objects, owned by the caller (cJSON_Delete); NULL when out of memory. */
+/* A price plan as JSON: id, name, effective_from, its prices (exact) and CPU floor. */
+cJSON *report_plan_json(const struct meter_plan *p);
 cJSON *report_rates_json(const struct meter_plan *p, const struct meter_size *size,
                          const struct meter_rates *r);
 cJSON *report_estimate_json(const struct meter_plan *p, const struct meter_estimate *e);

@@ -49,7 +49,7 @@ static struct meter_interval rate(int64_t floor_ppm, int64_t start, int64_t end,
 struct collect {
 	struct meter_usage usage;
 	struct meter_interval iv[128];
-	int64_t plan_id[128];/* 0: unpriced */
+	int64_t plan_id[128]; /* 0: unpriced */
 	size_t n, unpriced;
 };
 
@@ -402,6 +402,11 @@ static void a_price_change_rates_by_the_plan_in_force_at_the_interval_end(void *
 	assert_ptr_equal(meter_plan_at(plans, 2, t0() + S(20)), &plans[0]); /* ends on it: old */
 	assert_ptr_equal(meter_plan_at(plans, 2, t0() + S(20) + 1), &plans[1]);
 	assert_null(meter_plan_at(plans, 2, plans[0].effective_from_us));
+	/* the next plan: scheduled until the moment it takes over, then none */
+	assert_ptr_equal(meter_plan_next(plans, 2, t0() + S(10)), &plans[1]);
+	assert_ptr_equal(meter_plan_next(plans, 2, t0() + S(20)), &plans[1]);
+	assert_null(meter_plan_next(plans, 2, t0() + S(20) + 1));
+	assert_ptr_equal(meter_plan_next(plans, 2, plans[0].effective_from_us), &plans[0]);
 
 	struct meter_sample smp[] = {
 	        {1, t0() + S(10), 0}, {1, t0() + S(20), S(10)}, {1, t0() + S(30), S(20)}};
