@@ -500,6 +500,10 @@ static bool lane_push(struct server *s, struct req *r)
 	pthread_mutex_lock(&s->lane_mu);
 	bool ok = s->nlane > 0 && !s->lane_stopping;
 	if (ok) {
+		/* nothing held while it waits: authentication's connection goes back to the
+		 * pool (the lane takes one when the handler asks), or queued requests would
+		 * starve the request threads of connections */
+		req_release(s, r);
 		/* suspended before a lane thread can see it, so its resume comes after */
 		MHD_suspend_connection(r->mhd_conn);
 		r->in_lane = true;
