@@ -144,6 +144,10 @@ inv50=$(get fleet_invoice_p50_ms) inv99=$(get fleet_invoice_p99_ms)
 q50=$(get fleet_quota_p50_ms) q99=$(get fleet_quota_p99_ms)
 tr99=$(get fleet_trial_p99_ms) us50=$(get fleet_usage_p50_ms) us99=$(get fleet_usage_p99_ms)
 sb99=$(get fleet_sandbox_usage_p99_ms)
+um99=$(get fleet_usage_middle_p99_ms) us2=$(get fleet_usage_second_p99_ms)
+d50=$(get fleet_dashboard_p50_ms) d99=$(get fleet_dashboard_p99_ms)
+exr=$(get fleet_export_rows_per_s) exrss=$(get fleet_export_rss_growth_mib)
+qd99=$(get fleet_quota_under_dashboards_p99_ms)
 hours=$(get fleet_largest_sandbox_hours) nsb=$(get fleet_largest_sandboxes)
 seq=$(get fleet_explain_samples_seqscans) nst=$(get fleet_explain_statements)
 nplans=$(get fleet_explain_plans) notex=$(get fleet_explain_not_exercised)
@@ -183,7 +187,13 @@ row "quota check throughput, req/s (bench_api, 4 connections)" \
 	"$(num "$a4")" "$(num "$g4") (pgbench, same SQL)" "$(calc 'printf "%.2f", a / b' "$a4" "$g4")" "none stated" "-"
 row "account usage of a month, req/s (bench_api, 4 connections)" \
 	"$(num "$u4")" "$(num "$gu4") (pgbench, same SQL)" "$(calc 'printf "%.2f", a / b' "$u4" "$gu4")" "none stated" "-"
-row "usage of the largest account's month, p50 / p99 (one client)" "$(ms "$us50") / $(ms "$us99")" "" "" "none stated" "-"
+row "usage of the largest account's month, first page of 100, p50 / p99 (one client)" "$(ms "$us50") / $(ms "$us99")" "" "" "p99 <= 50 ms" "$(met 'a <= 50' "$us99")"
+row "usage of the largest account's month, a middle page / a new listing's second page (orders it), p99" \
+	"$(ms "$um99") / $(ms "$us2")" "" "" "p99 <= 50 ms (middle)" "$(met 'a <= 50' "$um99")"
+row "dashboard of the largest account's month, p50 / p99" "$(ms "$d50") / $(ms "$d99")" "" "" "p99 <= 100 ms" "$(met 'a <= 100' "$d99")"
+row "FOCUS export of that month, rows/s; meter-api RSS growth with 4 at once, MiB" \
+	"$(num "$exr"); +$(calc 'printf "%.1f", a' "$exrss")" "" "" ">= 100,000 rows/s; <= 32 MiB" "$(met 'a >= 100000 && b <= 32' "$exr" "$exrss")"
+row "quota check p99 while 8 of that account's dashboards load" "$(ms "$qd99")" "" "" "p99 <= 5 ms" "$(met 'a <= 5' "$qd99")"
 row "trial / a sandbox's month, p99 (one client)" "$(ms "$tr99") / $(ms "$sb99")" "" "" "none stated" "-"
 row "collector CPU per sandbox per round, µs, each round COPY'd to PostgreSQL (bench_collector)" \
 	"$(calc 'printf "%.2f", a' "$cc")" "" "" "<= 10 µs, all included" "$(met 'a <= 10' "$cc")"
