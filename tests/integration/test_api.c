@@ -2353,8 +2353,9 @@ static long peak_kib(pid_t pid)
  * rollups). Its FOCUS export streams (chunked, whole) 200,000 usage rows; the
  * CPU line's shares are those meter_allocate gives in C for the same weights
  * (many equal: ties go to the earlier id), one by one, and each line's shares
- * add up to its amount exactly. The usage
- * CSV has a row a sandbox.
+ * add up to its amount exactly; its bytes are those `meter export` writes
+ * whole and the dashboard's download gives. The usage CSV has a row a
+ * sandbox.
  */
 static void an_export_of_100000_sandboxes_streams_and_adds_up(void **state)
 {
@@ -2390,6 +2391,25 @@ static void an_export_of_100000_sandboxes_streams_and_adds_up(void **state)
 	        call(f, "GET", "/v1/accounts/big/exports/2026-10?format=focus", f->admin, NULL);
 	assert_int_equal(r.status, 200);
 	assert_false(r.cut);
+	/* byte for byte what the CLI writes (no HTTP, no chunks) and the dashboard gives */
+	char cmd[sizeof f->db.url + 512];
+	snprintf(cmd, sizeof cmd,
+	         "DATABASE_URL='%s' %s export --account big --month 2026-10 --format focus",
+	         f->db.url, METER_BIN);
+	FILE *cli = popen(cmd, "r");
+	assert_non_null(cli);
+	char *whole = malloc(r.len + 2);
+	size_t got = fread(whole, 1, r.len + 1, cli);
+	assert_int_equal(pclose(cli), 0);
+	assert_int_equal(got, r.len);
+	assert_memory_equal(whole, r.body, r.len);
+	free(whole);
+	struct http_res dl = call(f, "GET", "/dashboard/exports/2026-10?format=focus&account=big",
+	                          f->admin, NULL);
+	assert_int_equal(dl.status, 200);
+	assert_int_equal(dl.len, r.len);
+	assert_memory_equal(dl.body, r.body, r.len);
+	http_free(&dl);
 	/* streamed: meter-api's peak memory grew by far less than the answer's size */
 	long grew = peak_kib(f->api.pid) - peak_before;
 	printf("  FOCUS export of %zu bytes; meter-api's peak memory grew by %ld KiB\n", r.len,
