@@ -24,6 +24,11 @@ for p in "${PACKAGES[@]}"; do
 	fi
 done
 
+# Node.js and npm run the OpenAPI checkers of the tests (tests/openapi); a
+# Node.js installed from elsewhere (NodeSource's, 20 or later) is kept.
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
+
 if [[ ${#missing[@]} -eq 0 ]]; then
 	exit 0
 fi

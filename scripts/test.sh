@@ -21,6 +21,13 @@ while [[ $# -gt 0 ]]; do
 done
 
 bash scripts/deps.sh
+# The OpenAPI checkers nobody here wrote (Ajv, Redocly's CLI), pinned in
+# tests/openapi/package-lock.json; installed again when the lock changes.
+openapi=tests/openapi
+if [[ ! -x $openapi/node_modules/.bin/redocly || $openapi/package-lock.json -nt $openapi/node_modules/.package-lock.json ]]; then
+	echo "meter: installing the OpenAPI checkers (npm ci in $openapi)"
+	npm ci --prefix "$openapi" --no-audit --no-fund --loglevel=error
+fi
 build=$(bash scripts/build.sh "${build_opt[@]}" | tail -n 1)
 
 started=0

@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +47,44 @@ static void unchunk(struct http_res *res)
 	}
 	res->len = out;
 	res->body[out] = '\0';
+}
+
+/*
+ * With METER_HTTP_RECORD set to a file, every exchange of the process is
+ * written to it (the first one empties it) as one JSON line (method, path, status, content type,
+ * and a JSON body as text), for tests/openapi/validate.mjs to check against the OpenAPI document.
+ */
+static void record(const char *method, const char *path, const struct http_res *res)
+{
+	const char *file = getenv("METER_HTTP_RECORD");
+	if (file == NULL || *file == '\0' || res->status == 0)
+		return;
+	bool json = strstr(res->type, "json") != NULL && res->len < (4u << 20);
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "method", method);
+	cJSON_AddStringToObject(o, "path", path);
+	cJSON_AddNumberToObject(o, "status", res->status);
+	cJSON_AddStringToObject(o, "type", res->type);
+	if (json && res->body)
+		cJSON_AddStringToObject(o, "body", res->body);
+	char *line = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (line == NULL)
+		return;
+	size_t n = strlen(line);
+	line[n] = '\n'; /* over the NUL: one write appends the whole line */
+	/* the first exchange of this process starts the file afresh */
+	static atomic_bool started;
+	int fd = open(file,
+	              O_WRONLY | O_CREAT | O_APPEND |
+	                      (atomic_exchange(&started, true) ? 0 : O_TRUNC),
+	              0644);
+	if (fd >= 0) {
+		(void)!write(fd, line, n + 1);
+		close(fd);
+	}
+	line[n] = '\0';
+	cJSON_free(line);
 }
 
 void http_do_ex(int port, const char *method, const char *path, const char *key, const char *body,
@@ -117,6 +157,7 @@ void http_do_ex(int port, const char *method, const char *path, const char *key,
 	if (strcasestr(buf, "\r\nTransfer-Encoding: chunked"))
 		unchunk(res);
 	free(buf);
+	record(method, path, res);
 }
 
 void http_free(struct http_res *res)
