@@ -8,34 +8,7 @@
 #include "meter/decimal.h"
 #include "meter/timefmt.h"
 
-static void put_time(cJSON *o, const char *name, int64_t us)
-{
-	char t[METER_TIME_BUF];
-	if (us < 0) {
-		cJSON_AddNullToObject(o, name);
-		return;
-	}
-	meter_time_format(us, t, sizeof t);
-	cJSON_AddStringToObject(o, name, t);
-}
-
-static cJSON *key_json(const struct key_info *k)
-{
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddNumberToObject(o, "id", (double)k->id);
-	cJSON_AddStringToObject(o, "shown", k->shown);
-	cJSON_AddStringToObject(o, "role", k->role);
-	if (k->account[0])
-		cJSON_AddStringToObject(o, "account_id", k->account);
-	else
-		cJSON_AddNullToObject(o, "account_id");
-	put_time(o, "created_at", k->created_us);
-	put_time(o, "last_used_at", k->last_used_us);
-	put_time(o, "revoked_at", k->revoked_us);
-	return o;
-}
-
-/* The key of id from the list (-1: none), and the list; false when it answered. */
+/* Every key (keys_list); false when it has answered. */
 static bool keys_read(struct req *r, PGconn *c, struct key_info **keys, size_t *n)
 {
 	char err[256];
@@ -61,7 +34,7 @@ void h_key_list(struct req *r)
 		return;
 	cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "keys");
 	for (size_t i = 0; i < n; i++)
-		cJSON_AddItemToArray(arr, key_json(&keys[i]));
+		cJSON_AddItemToArray(arr, key_info_json(&keys[i]));
 	free(keys);
 	reply_json(r, 200, o);
 }
@@ -144,7 +117,7 @@ void h_key_revoke(struct req *r)
 		return;
 	for (size_t i = 0; i < n; i++)
 		if (keys[i].id == id)
-			reply_json(r, 200, key_json(&keys[i]));
+			reply_json(r, 200, key_info_json(&keys[i]));
 	free(keys);
 	if (!r->answered)
 		reply_problemf(r, 404, "not-found", "Not found", "key %lld not found",

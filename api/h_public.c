@@ -272,25 +272,6 @@ void h_estimates(struct req *r)
 	reply_json(r, 200, with_next(report_estimate_json(&plan, &e), &next));
 }
 
-/* The plans with where each stands at now: past, in force or scheduled. */
-static cJSON *plans_json(const struct meter_plan *plans, size_t n, int64_t now)
-{
-	const struct meter_plan *in = meter_plan_at(plans, n, now),
-	                        *next = meter_plan_next(plans, n, now);
-	cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "plans");
-	for (size_t i = 0; i < n; i++) {
-		cJSON *p = report_plan_json(&plans[i]);
-		cJSON_AddStringToObject(p, "state",
-		                        &plans[i] == in                     ? "in_force"
-		                        : plans[i].effective_from_us >= now ? "scheduled"
-		                                                            : "past");
-		cJSON_AddItemToArray(arr, p);
-	}
-	cJSON_AddItemToObject(o, "in_force", in ? report_plan_json(in) : cJSON_CreateNull());
-	cJSON_AddItemToObject(o, "next", next ? report_plan_json(next) : cJSON_CreateNull());
-	return o;
-}
-
 /* GET /v1/price-plans: every plan, oldest first, read now (not from the plan cache). */
 void h_plan_list(struct req *r)
 {
@@ -309,7 +290,7 @@ void h_plan_list(struct req *r)
 		reply_db_error(r, err, NULL);
 		return;
 	}
-	reply_json(r, 200, plans_json(plans, n, now_us()));
+	reply_json(r, 200, report_plans_json(plans, n, now_us()));
 	free(plans);
 }
 

@@ -197,21 +197,8 @@ static int run_key_list(const struct opt_val *v)
 	}
 	if (v[0].set) {
 		cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "keys");
-		for (size_t i = 0; i < n; i++) {
-			char t[3][METER_TIME_BUF];
-			cJSON *k = cJSON_CreateObject();
-			cJSON_AddNumberToObject(k, "id", (double)keys[i].id);
-			cJSON_AddStringToObject(k, "shown", keys[i].shown);
-			cJSON_AddStringToObject(k, "role", keys[i].role);
-			cJSON_AddStringToObject(k, "account_id", keys[i].account);
-			time_or_dash(keys[i].created_us, t[0], sizeof t[0]);
-			time_or_dash(keys[i].last_used_us, t[1], sizeof t[1]);
-			time_or_dash(keys[i].revoked_us, t[2], sizeof t[2]);
-			cJSON_AddStringToObject(k, "created_at", t[0]);
-			cJSON_AddStringToObject(k, "last_used_at", t[1]);
-			cJSON_AddStringToObject(k, "revoked_at", t[2]);
-			cJSON_AddItemToArray(arr, k);
-		}
+		for (size_t i = 0; i < n; i++)
+			cJSON_AddItemToArray(arr, key_info_json(&keys[i]));
 		free(keys);
 		return print_json(o);
 	}
@@ -283,20 +270,9 @@ static int run_plan_list(const struct opt_val *v)
 	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	int64_t now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-	const struct meter_plan *in = meter_plan_at(plans, n, now);
 	if (v[0].set) {
-		cJSON *arr = cJSON_CreateArray();
-		for (size_t i = 0; i < n; i++) {
-			cJSON *p = report_plan_json(&plans[i]);
-			cJSON_AddStringToObject(p, "state",
-			                        &plans[i] == in                     ? "in_force"
-			                        : plans[i].effective_from_us >= now ? "scheduled"
-			                                                            : "past");
-			cJSON_AddItemToArray(arr, p);
-		}
+		cJSON *o = report_plans_json(plans, n, now);
 		free(plans);
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddItemToObject(o, "plans", arr);
 		return print_json(o);
 	}
 	printf("%-4s %-20s %-21s %-18s %-18s %-9s %s\n", "ID", "NAME", "EFFECTIVE FROM",
@@ -309,10 +285,7 @@ static int run_plan_list(const struct opt_val *v)
 		meter_money_format_exact(plans[i].memory_gib_hour, mem, sizeof mem);
 		meter_decimal_format(plans[i].cpu_floor_ppm, 6, 0, floor, sizeof floor);
 		printf("%-4lld %-20s %-21s %-18s %-18s %-9s %s\n", (long long)plans[i].id,
-		       plans[i].name, when, cpu, mem, floor,
-		       &plans[i] == in                     ? "in force"
-		       : plans[i].effective_from_us >= now ? "scheduled"
-		                                           : "past");
+		       plans[i].name, when, cpu, mem, floor, report_plan_state(plans, n, i, now));
 	}
 	free(plans);
 	return 0;

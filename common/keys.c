@@ -1,5 +1,6 @@
 #include "common/keys.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 #include <sys/random.h>
 
 #include "common/db.h"
+#include "meter/timefmt.h"
 #include "meter/decimal.h"
 
 bool key_random_hex(char out[65], char *err, size_t errlen)
@@ -126,4 +128,31 @@ bool key_revoke(PGconn *c, int64_t id, bool *found, char *err, size_t errlen)
 		*found = strcmp(PQgetvalue(r, 0, 0), "1") == 0;
 	PQclear(r);
 	return ok;
+}
+
+static void put_time(cJSON *o, const char *name, int64_t us)
+{
+	char t[METER_TIME_BUF];
+	if (us < 0) {
+		cJSON_AddNullToObject(o, name);
+		return;
+	}
+	meter_time_format(us, t, sizeof t);
+	cJSON_AddStringToObject(o, name, t);
+}
+
+cJSON *key_info_json(const struct key_info *k)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "id", (double)k->id);
+	cJSON_AddStringToObject(o, "shown", k->shown);
+	cJSON_AddStringToObject(o, "role", k->role);
+	if (k->account[0])
+		cJSON_AddStringToObject(o, "account_id", k->account);
+	else
+		cJSON_AddNullToObject(o, "account_id");
+	put_time(o, "created_at", k->created_us);
+	put_time(o, "last_used_at", k->last_used_us);
+	put_time(o, "revoked_at", k->revoked_us);
+	return o;
 }

@@ -36,6 +36,10 @@ struct key_info {
 	int64_t created_us, last_used_us, revoked_us;
 };
 
+/* A key as JSON: id, shown, role, account_id, created_at, last_used_at, revoked_at (null when
+ * none). */
+struct cJSON *key_info_json(const struct key_info *k);
+
 /* Every key, oldest first, into *out (malloc'd, n of them); false with err. */
 bool key_list(PGconn *c, struct key_info **out, size_t *n, char *err, size_t errlen);
 

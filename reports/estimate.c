@@ -31,6 +31,28 @@ cJSON *report_plan_json(const struct meter_plan *p)
 	return NULL;
 }
 
+const char *report_plan_state(const struct meter_plan *plans, size_t n, size_t i, int64_t now)
+{
+	return &plans[i] == meter_plan_at(plans, n, now) ? "in_force"
+	       : plans[i].effective_from_us >= now       ? "scheduled"
+	                                                 : "past";
+}
+
+cJSON *report_plans_json(const struct meter_plan *plans, size_t n, int64_t now)
+{
+	const struct meter_plan *in = meter_plan_at(plans, n, now),
+	                        *next = meter_plan_next(plans, n, now);
+	cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "plans");
+	for (size_t i = 0; i < n; i++) {
+		cJSON *p = report_plan_json(&plans[i]);
+		cJSON_AddStringToObject(p, "state", report_plan_state(plans, n, i, now));
+		cJSON_AddItemToArray(arr, p);
+	}
+	cJSON_AddItemToObject(o, "in_force", in ? report_plan_json(in) : cJSON_CreateNull());
+	cJSON_AddItemToObject(o, "next", next ? report_plan_json(next) : cJSON_CreateNull());
+	return o;
+}
+
 static bool add_plan(cJSON *o, const struct meter_plan *p)
 {
 	cJSON *plan = report_plan_json(p);

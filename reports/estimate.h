@@ -15,6 +15,10 @@
 /* New JSON objects, owned by the caller (cJSON_Delete); NULL when out of memory. */
 /* A price plan as JSON: id, name, effective_from, its prices (exact) and CPU floor. */
 cJSON *report_plan_json(const struct meter_plan *p);
+/* Where plans[i] stands at now: "past", "in_force" or "scheduled". */
+const char *report_plan_state(const struct meter_plan *plans, size_t n, size_t i, int64_t now);
+/* Every plan with its state, then the one in force and the next (or nulls). */
+cJSON *report_plans_json(const struct meter_plan *plans, size_t n, int64_t now);
 cJSON *report_rates_json(const struct meter_plan *p, const struct meter_size *size,
                          const struct meter_rates *r);
 cJSON *report_estimate_json(const struct meter_plan *p, const struct meter_estimate *e);

@@ -3126,7 +3126,7 @@ static void price_plans_are_published_for_the_future_only(void **state)
 	const char *list[] = {METER_BIN, "plan", "list", NULL};
 	run_program(list, f->db.url, rr);
 	assert_int_equal(rr->status, 0);
-	assert_non_null(strstr(rr->out, "in force"));
+	assert_non_null(strstr(rr->out, "in_force"));
 	assert_non_null(strstr(rr->out, "2028"));
 	assert_int_equal(run_lines(rr->out), before + 3); /* the heading, then each plan */
 	free(rr);
