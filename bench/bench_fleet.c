@@ -191,6 +191,20 @@ struct latency {
 	int n;
 };
 
+/* The latencies ms (n, when ok) into out; frees ms; ok. */
+static bool summed(double *ms, int n, bool ok, struct latency *out)
+{
+	if (ok) {
+		qsort(ms, (size_t)n, sizeof *ms, cmp_ms);
+		out->p50 = pct(ms, n, 0.5);
+		out->p99 = pct(ms, n, 0.99);
+		out->max = ms[n - 1];
+		out->n = n;
+	}
+	free(ms);
+	return ok;
+}
+
 /*
  * Sends n requests one after the other (a new loopback connection each, as
  * tests/support/http.c does) and keeps the wall time of each. paths holds
@@ -214,15 +228,7 @@ static bool measure(int port, const char *key, const char *method, char (*paths)
 		}
 		http_free(&res);
 	}
-	if (ok) {
-		qsort(ms, (size_t)n, sizeof *ms, cmp_ms);
-		out->p50 = pct(ms, n, 0.5);
-		out->p99 = pct(ms, n, 0.99);
-		out->max = ms[n - 1];
-		out->n = n;
-	}
-	free(ms);
-	return ok;
+	return summed(ms, n, ok, out);
 }
 
 /*
@@ -252,17 +258,9 @@ static bool second_pages(int port, const char *key, const char *first, int n, st
 		ok = res.status == 200;
 		http_free(&res);
 	}
-	if (ok) {
-		qsort(ms, (size_t)n, sizeof *ms, cmp_ms);
-		out->p50 = pct(ms, n, 0.5);
-		out->p99 = pct(ms, n, 0.99);
-		out->max = ms[n - 1];
-		out->n = n;
-	} else {
+	if (!ok)
 		fprintf(stderr, "bench_fleet: a listing's second page could not be read\n");
-	}
-	free(ms);
-	return ok;
+	return summed(ms, n, ok, out);
 }
 
 /* Where each hot statement lives, told by a piece of its text (the first match names it). */
@@ -283,8 +281,7 @@ static const struct hot {
          true},
         {"api/queries.c Q_LISTING_FILL_MONTH (a month's listing ordered)",
          "UPDATE usage_listings l SET ids", true},
-        {"api/queries.c Q_COUNT_MONTH (a month's sandboxes)",
-         "FROM account_month_sandboxes", true},
+        {"api/queries.c Q_COUNT_MONTH (a month's sandboxes)", "FROM account_month_sandboxes", true},
         {"api/queries.c Q_LISTING_PAGE (a page of a listing)", "FROM usage_listings WHERE", true},
         {"api/queries.c Q_USAGE_MONTH_TOTALS",
          "busy_us, idle_us, wall_us, memory_mgib_us FROM "
