@@ -89,7 +89,9 @@ static void set_state(struct replica *rp, enum replica_state state, int64_t lag_
 	enum replica_state was = rp->st.state;
 	rp->st.state = state;
 	rp->st.lag_us = lag_us;
-	snprintf(rp->st.detail, sizeof rp->st.detail, "%s", detail);
+	/* cut to the field (a connection error can be longer) */
+	snprintf(rp->st.detail, sizeof rp->st.detail, "%.*s", (int)sizeof rp->st.detail - 1,
+	         detail);
 	if (state == REPLICA_OK && was != REPLICA_OK)
 		log_info("read replica: %s; reads go to it", detail);
 	else if (state != REPLICA_OK && was != state)

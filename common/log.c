@@ -34,6 +34,8 @@ bool log_level_parse(const char *s, enum log_level *out)
 }
 
 static void vlog(enum log_level level, const char *fmt, va_list ap)
+        __attribute__((format(printf, 2, 0)));
+static void vlog(enum log_level level, const char *fmt, va_list ap)
 {
 	char line[2048];
 	int n = 0;

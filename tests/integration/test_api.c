@@ -296,8 +296,8 @@ static void a_key_sees_its_own_account_only(void **state)
 	struct fx *f = *state;
 	seed(f);
 	const char *theirs[] = {"/v1/accounts/other", "/v1/accounts/other/trial",
-	                        "/v1/accounts/other/usage?from=2026-10-01T00:00:00Z&"
-	                        "to=2026-10-02T00:00:00Z",
+	                        ("/v1/accounts/other/usage?from=2026-10-01T00:00:00Z&"
+	                         "to=2026-10-02T00:00:00Z"),
 	                        "/v1/accounts/nobody"};
 	for (size_t i = 0; i < 4; i++) {
 		struct http_res r = call(f, "GET", theirs[i], f->acct, NULL);
@@ -1168,8 +1168,8 @@ static void final_invoices_never_change_and_late_usage_is_adjusted_later(void **
 	                         "DELETE FROM invoice_quantities",
 	                         "TRUNCATE invoice_quantities",
 	                         "TRUNCATE limit_notices",
-	                         "INSERT INTO invoice_quantities VALUES ('acme', '2026-10-01', "
-	                         "'2026-10-01', 1, 0, 0, 0, 0, 0, 0)"};
+	                         ("INSERT INTO invoice_quantities VALUES ('acme', '2026-10-01', "
+	                          "'2026-10-01', 1, 0, 0, 0, 0, 0, 0)")};
 	for (int i = 0; i < 8; i++) {
 		PGresult *res = PQexec(f->db.conn, changes[i]);
 		const char *code = PQresultErrorField(res, PG_DIAG_SQLSTATE);

@@ -307,7 +307,7 @@ static cJSON *api_json(struct fx *f, const char *method, const char *path, const
 static int64_t dec(cJSON *o, const char *name, int scale)
 {
 	cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-	int64_t out;
+	int64_t out = 0;
 	if (!cJSON_IsString(v) ||
 	    meter_decimal_parse(v->valuestring, scale, true, &out) != METER_OK)
 		fail_msg("field %s is not a decimal string", name);

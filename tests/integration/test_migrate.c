@@ -695,8 +695,8 @@ static void a_table_without_its_key_fails_the_shard_check(void **state)
 	shard_problems(t, &p);
 	const char *expected[] = {
 	        "table \"scratch\" has no place on the way to Citus",
-	        "table \"sample_seeds\": its primary key (incarnation, first_ts) lacks its "
-	        "distribution column \"sandbox_id\"",
+	        ("table \"sample_seeds\": its primary key (incarnation, first_ts) lacks its "
+	         "distribution column \"sandbox_id\""),
 	        "unique index \"seeds_by_time\" lacks the distribution column \"sandbox_id\"",
 	        "table \"account_month\" has no primary key",
 	        "usage_hourly.usage_sandbox",
