@@ -857,9 +857,59 @@ static void the_trials_crossing_hour_is_clipped_at_the_end_too(void **state)
 	invoice_total(f, "tc", "0.01", "0.008055556");
 }
 
+/*
+ * A late sample for an old month, inserted while the upkeep drops that
+ * month's raw partition, is not lost: the drop locks the partition before it
+ * checks for marks, so it waits for the insert, sees its mark and keeps the
+ * partition. (Checked before locking, the insert committed between the check
+ * and the DROP, and the DROP took it along.)
+ */
+static void a_sample_inserted_while_its_partition_is_dropped_is_kept(void **state)
+{
+	struct fx *f = *state;
+	api_stop(&f->api); /* no rollup worker: the two sessions below race alone */
+	f->api.pid = 0;
+	sql(f, "INSERT INTO accounts (id, name, plan) VALUES ('late', 'Late', 'paid')");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) "
+	       "VALUES ('late-1', 'late', 1, 1, '2026-09-10T00:00:00Z')");
+	sql(f, "CREATE TABLE IF NOT EXISTS samples_202609 PARTITION OF samples "
+	       "FOR VALUES FROM ('2026-09-01T00:00:00Z') TO ('2026-10-01T00:00:00Z')");
+	PGconn *a = PQconnectdb(f->db.url), *b = PQconnectdb(f->db.url);
+	assert_int_equal(PQstatus(a), CONNECTION_OK);
+	assert_int_equal(PQstatus(b), CONNECTION_OK);
+	PQclear(PQexec(a, "BEGIN"));
+	PGresult *r = PQexec(a, "INSERT INTO samples (sandbox_id, incarnation, ts, host, "
+	                        "cpu_usage_us) VALUES ('late-1', 1, '2026-09-10T00:10:00Z', 'h', "
+	                        "5000000)");
+	assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	/* the upkeep's drop, while the insert is in flight: it must wait */
+	assert_int_equal(PQsendQuery(b, "SELECT meter_drop_sample_partitions('35 days')::text"), 1);
+	usleep(300000);
+	assert_int_equal(PQconsumeInput(b), 1);
+	assert_int_equal(PQisBusy(b), 1);
+	PQclear(PQexec(a, "COMMIT"));
+	r = PQgetResult(b);
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	char dropped[256];
+	snprintf(dropped, sizeof dropped, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	while ((r = PQgetResult(b)) != NULL)
+		PQclear(r);
+	PQfinish(a);
+	PQfinish(b);
+	if (strstr(dropped, "samples_202609"))
+		fail_msg("the partition was dropped with a sample that had just come: %s", dropped);
+	assert_int_equal(num(f, "SELECT count(*) FROM samples WHERE sandbox_id = 'late-1'"), 1);
+	assert_int_equal(num(f, "SELECT count(*) FROM rollup_queue WHERE sandbox_id = 'late-1'"),
+	                 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(
+	                a_sample_inserted_while_its_partition_is_dropped_is_kept, setup, teardown),
 	        cmocka_unit_test_setup_teardown(
 	                ten_sandboxes_of_256_vcpus_and_1_tib_busy_all_month_are_billed_in_full,
 	                setup, teardown),
