@@ -395,6 +395,28 @@ static bool authenticate_session(struct req *r)
 	return found;
 }
 
+/*
+ * Looks a key up (Q_AUTH): 1 when it is live (r->admin and r->account set),
+ * 0 when unknown or revoked, -1 when the database failed (*failed holds the
+ * result, for the caller's answer).
+ */
+static int key_lookup(struct req *r, PGconn *c, const char *key, PGresult **failed)
+{
+	const char *params[] = {key};
+	PGresult *res = q_exec(c, Q_AUTH, 1, params);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		*failed = res;
+		return -1;
+	}
+	int found = PQntuples(res) == 1;
+	if (found) {
+		r->admin = strcmp(PQgetvalue(res, 0, 0), "admin") == 0;
+		snprintf(r->account, sizeof r->account, "%s", PQgetvalue(res, 0, 1));
+	}
+	PQclear(res);
+	return found;
+}
+
 static bool authenticate(struct req *r)
 {
 	const char *h = r->auth_header;
@@ -416,21 +438,15 @@ static bool authenticate(struct req *r)
 	PGconn *c = req_db(r);
 	if (c == NULL)
 		return false;
-	const char *params[] = {key};
-	PGresult *res = q_exec(c, Q_AUTH, 1, params);
-	bool ok = false;
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		reply_db_error(r, "could not check the API key", res);
-	} else if (PQntuples(res) != 1) {
+	PGresult *failed = NULL;
+	int found = key_lookup(r, c, key, &failed);
+	if (found < 0)
+		reply_db_error(r, "could not check the API key", failed);
+	else if (found == 0)
 		reply_problemf(r, 401, "unauthorized", "Unauthorized",
 		               "the API key is not valid (unknown or revoked)");
-	} else {
-		r->admin = strcmp(PQgetvalue(res, 0, 0), "admin") == 0;
-		snprintf(r->account, sizeof r->account, "%s", PQgetvalue(res, 0, 1));
-		ok = true;
-	}
-	PQclear(res);
-	return ok;
+	PQclear(failed);
+	return found == 1;
 }
 
 bool req_is_admin(struct req *r)
@@ -441,14 +457,10 @@ bool req_is_admin(struct req *r)
 	if (r->auth_header[0] == '\0' || !in_bearer_key(r->auth_header, key, sizeof key))
 		return false;
 	PGconn *c = r->db; /* the handler's connection: none, no answer */
-	if (c == NULL)
-		return false;
-	const char *params[] = {key};
-	PGresult *res = q_exec(c, Q_AUTH, 1, params);
-	r->admin = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
-	           strcmp(PQgetvalue(res, 0, 0), "admin") == 0;
-	PQclear(res);
-	return r->admin;
+	PGresult *failed = NULL;
+	bool admin = c && key_lookup(r, c, key, &failed) == 1 && r->admin;
+	PQclear(failed);
+	return admin;
 }
 
 /* Runs the request's handler and gives its connections back once its answer is made. */
