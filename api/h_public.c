@@ -127,10 +127,17 @@ void h_metrics(struct req *r)
 			        "any "
 			        "price plan is in force: counted, not billed.\n"
 			        "# TYPE meter_unpriced_intervals_total counter\n"
-			        "meter_unpriced_intervals_total %s\n",
+			        "meter_unpriced_intervals_total %s\n"
+			        "# HELP meter_webhook_deliveries Webhook deliveries by state: "
+			        "pending (being retried) and failed (every attempt failed; "
+			        "redeliver sends one again).\n"
+			        "# TYPE meter_webhook_deliveries gauge\n"
+			        "meter_webhook_deliveries{state=\"pending\"} %s\n"
+			        "meter_webhook_deliveries{state=\"failed\"} %s\n",
 			        PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
 			        strtod(PQgetvalue(res, 0, 2), NULL) / 1e6, PQgetvalue(res, 0, 3),
-			        PQgetvalue(res, 0, 4));
+			        PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 5),
+			        PQgetvalue(res, 0, 6));
 		}
 		PQclear(res);
 		pool_give(p, c);

@@ -1,10 +1,11 @@
 /*
- * meter-api: the HTTP API and the rollup worker.
+ * meter-api: the HTTP API, the rollup worker and the webhook deliveries.
  *
  * Reads DATABASE_URL, and METER_READ_DATABASE_URL for a read replica
  * (api/replica.h). Requests are served by libmicrohttpd's thread pool
  * (epoll); each request takes a pooled database connection. A worker thread
- * rolls samples up into hourly usage. SIGTERM or SIGINT stops both cleanly.
+ * rolls samples up into hourly usage; another sends webhooks
+ * (api/webhook.h). SIGTERM or SIGINT stops them all cleanly.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 
 #include "api/http.h"
 #include "api/rollup.h"
+#include "api/webhook.h"
 #include "common/invoicedb.h"
 #include "common/log.h"
 #include "common/opts.h"
@@ -37,6 +39,10 @@ enum {
 	O_ROLLUP,
 	O_ROLLUP_MS,
 	O_RETENTION,
+	O_WEBHOOKS,
+	O_WH_TIMEOUT,
+	O_WH_RETRY,
+	O_WH_INFLIGHT,
 	O_LOG,
 	O_HELP,
 	O_N
@@ -91,6 +97,18 @@ static const struct opt_def opts[O_N] = {
                          "METER_RAW_RETENTION", false,
                          "raw sample partitions older than this are dropped once rolled up and "
                          "invoiced as final (0: never)"},
+        [O_WEBHOOKS] = {"no-webhooks", OPT_FLAG, 0, 0, 0, NULL, NULL, false,
+                        "do not send webhooks from this process"},
+        [O_WH_TIMEOUT] = {"webhook-timeout", OPT_DURATION, 0, 100000, 300000000, "10s",
+                          "METER_WEBHOOK_TIMEOUT", false,
+                          "an endpoint that has not answered by then has failed this attempt"},
+        [O_WH_RETRY] = {"webhook-first-retry", OPT_DURATION, 0, 10000, 3600000000, "5s",
+                        "METER_WEBHOOK_FIRST_RETRY", false,
+                        "the first back-off after a failed attempt; later ones grow from it "
+                        "(5s: twelve attempts over 31.7 hours)"},
+        [O_WH_INFLIGHT] = {"webhook-concurrency", OPT_DECIMAL, 0, 1, 64, "16",
+                           "METER_WEBHOOK_CONCURRENCY", false,
+                           "webhook attempts under way at once in this process"},
         [O_LOG] = {"log-level", OPT_STRING, 0, 0, 0, "info", "METER_LOG_LEVEL", false,
                    "error, warn, info or debug"},
         [O_HELP] = {"help", OPT_FLAG, 0, 0, 0, NULL, NULL, false, "this text"},
@@ -153,20 +171,35 @@ int main(int argc, char **argv)
 	}
 	struct rollup *w = NULL;
 	if (!v[O_ROLLUP].set) {
-		w = rollup_start(NULL, (int)(v[O_ROLLUP_MS].num / 1000), v[O_RETENTION].num);
+		w = rollup_start(NULL, (int)(v[O_ROLLUP_MS].num / 1000), v[O_RETENTION].num,
+		                 v[O_GRACE].num);
 		if (w == NULL) {
 			log_error("could not start the rollup worker");
 			server_stop(s);
 			return 1;
 		}
 	}
-	log_info("listening on http://%s (%u threads, %u database connections%s%s)", cfg.listen,
+	struct webhooks *hooks = NULL;
+	if (!v[O_WEBHOOKS].set) {
+		struct webhook_config wc = {.timeout_us = v[O_WH_TIMEOUT].num,
+		                            .first_retry_us = v[O_WH_RETRY].num,
+		                            .max_inflight = (unsigned)v[O_WH_INFLIGHT].num};
+		hooks = webhooks_start(&wc);
+		if (hooks == NULL) {
+			log_error("could not start the webhook worker");
+			rollup_stop(w);
+			server_stop(s);
+			return 1;
+		}
+	}
+	log_info("listening on http://%s (%u threads, %u database connections%s%s%s)", cfg.listen,
 	         cfg.threads, cfg.pool_size, cfg.read_db_url[0] ? ", reads from a replica" : "",
-	         w ? ", rollup worker on" : "");
+	         w ? ", rollup worker on" : "", hooks ? ", webhooks on" : "");
 	int sig = 0;
 	sigwait(&mask, &sig);
 	log_info("signal %d: stopping", sig);
 	server_stop(s);
+	webhooks_stop(hooks);
 	rollup_stop(w);
 	return 0;
 }

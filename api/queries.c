@@ -207,7 +207,10 @@ static const char *const sql[Q_COUNT] = {
                         "clock_timestamp() - min(queued_at) FILTER (WHERE waiting "
                         "IS NULL)") ", 0) "
                                     ", count(*) FILTER (WHERE waiting_kind = 'parked'), "
-                                    "(SELECT coalesce(sum(intervals), 0) FROM usage_unpriced) "
+                                    "(SELECT coalesce(sum(intervals), 0) FROM usage_unpriced), "
+                                    "(SELECT count(*) FROM webhook_deliveries WHERE state = "
+                                    "'pending'), (SELECT count(*) FROM webhook_deliveries "
+                                    "WHERE state = 'failed') "
                                     "FROM rollup_queue",
 };
 

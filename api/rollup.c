@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "common/db.h"
+#include "common/invoicedb.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/month.h"
@@ -1849,8 +1850,17 @@ static PGresult *upkeep_step(PGconn *c, const char *sql, int n, const char *cons
 	return r;
 }
 
-bool rollup_upkeep(PGconn *c, int64_t retention_us, char *err, size_t errlen)
+bool rollup_upkeep(PGconn *c, int64_t retention_us, int64_t grace_us, char *err, size_t errlen)
 {
+	/* Invoices due are made final even when nobody asks for them: invoice.finalized is
+	 * announced, and the raw partitions of their month may go. At most 1,000 at a time:
+	 * the rest wait for the next hour, so a backlog never holds the queue up for long. */
+	int made = 0;
+	if (grace_us >= 0 &&
+	    !invoices_finalize_due(c, now_realtime_us(), grace_us, 1000, &made, err, errlen))
+		return false;
+	if (made > 0)
+		log_info("invoices: made %d invoice(s) final", made);
 	PGresult *r = upkeep_step(
 	        c, "SELECT meter_ensure_sample_partitions(now(), now() + interval '3 months')", 0,
 	        NULL, err, errlen);
@@ -1864,6 +1874,15 @@ bool rollup_upkeep(PGconn *c, int64_t retention_us, char *err, size_t errlen)
 	r = upkeep_step(c,
 	                "WITH gone AS (DELETE FROM usage_listings "
 	                "WHERE created_at < now() - interval '1 day' RETURNING 1) "
+	                "SELECT count(*) FROM gone",
+	                0, NULL, err, errlen);
+	if (r == NULL)
+		return false;
+	PQclear(r);
+	/* Webhook deliveries done with are kept 30 days, for GET .../deliveries. */
+	r = upkeep_step(c,
+	                "WITH gone AS (DELETE FROM webhook_deliveries WHERE state <> 'pending' "
+	                "AND created_at < now() - interval '30 days' RETURNING 1) "
 	                "SELECT count(*) FROM gone",
 	                0, NULL, err, errlen);
 	if (r == NULL)
@@ -1913,7 +1932,7 @@ struct rollup {
 	atomic_bool stop;
 	char *url;
 	int idle_ms;
-	int64_t retention_us;
+	int64_t retention_us, grace_us;
 };
 
 static int64_t mono_s(void)
@@ -1941,7 +1960,7 @@ static void *worker(void *arg)
 		}
 		if (c && mono_s() >= next_upkeep) {
 			next_upkeep = mono_s() + 3600;
-			if (!rollup_upkeep(c, w->retention_us, err, sizeof err)) {
+			if (!rollup_upkeep(c, w->retention_us, w->grace_us, err, sizeof err)) {
 				log_warn("%s; tried again in a minute", err);
 				next_upkeep = mono_s() + 60;
 			}
@@ -1961,7 +1980,8 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-struct rollup *rollup_start(const char *url, int idle_ms, int64_t raw_retention_us)
+struct rollup *rollup_start(const char *url, int idle_ms, int64_t raw_retention_us,
+                            int64_t invoice_grace_us)
 {
 	struct rollup *w = calloc(1, sizeof *w);
 	if (w == NULL)
@@ -1969,6 +1989,7 @@ struct rollup *rollup_start(const char *url, int idle_ms, int64_t raw_retention_
 	w->url = url ? strdup(url) : NULL;
 	w->idle_ms = idle_ms;
 	w->retention_us = raw_retention_us;
+	w->grace_us = invoice_grace_us;
 	if (pthread_create(&w->thread, NULL, worker, w) != 0) {
 		free(w->url);
 		free(w);

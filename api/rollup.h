@@ -40,9 +40,11 @@ struct rollup;
 /*
  * Starts the worker thread (url NULL: common/db.h's choice). At its start
  * and every hour it also keeps the partitions of samples (rollup_upkeep)
- * with raw_retention_us (0: raw samples are never dropped).
+ * with raw_retention_us (0: raw samples are never dropped), and makes final
+ * the invoices due with invoice_grace_us.
  */
-struct rollup *rollup_start(const char *url, int idle_ms, int64_t raw_retention_us);
+struct rollup *rollup_start(const char *url, int idle_ms, int64_t raw_retention_us,
+                            int64_t invoice_grace_us);
 void rollup_stop(struct rollup *w);
 
 /*
@@ -53,12 +55,16 @@ void rollup_stop(struct rollup *w);
 int rollup_pass(PGconn *c, char *err, size_t errlen);
 
 /*
- * Partition upkeep: makes the monthly partitions of samples through three
- * months ahead, then (retention_us > 0) drops the raw partitions that ended
- * at least retention_us ago, are rolled up and whose month is invoiced as
- * final (migrations/0009). Logs what it made and dropped. False with err
- * when the database failed; a lock not had at once is tried next time.
+ * Upkeep: makes final the invoices due after grace_us (grace_us < 0: none;
+ * common/invoicedb.h invoices_finalize_due, which announces each by webhook),
+ * deletes webhook deliveries delivered or failed more than 30 days ago,
+ * expired sessions and day-old usage listings, makes the monthly partitions
+ * of samples through three months ahead, then (retention_us > 0) drops the
+ * raw partitions that ended at least retention_us ago, are rolled up and
+ * whose month is invoiced as final (migrations/0009). Logs what it made and
+ * dropped. False with err when the database failed; a lock not had at once
+ * is tried next time.
  */
-bool rollup_upkeep(PGconn *c, int64_t retention_us, char *err, size_t errlen);
+bool rollup_upkeep(PGconn *c, int64_t retention_us, int64_t grace_us, char *err, size_t errlen);
 
 #endif

@@ -37,6 +37,12 @@ const struct route routes[] = {
         {"GET", "/v1/keys", AUTH_ADMIN, h_key_list, false, 0, FAST},
         {"POST", "/v1/keys", AUTH_ADMIN, h_key_new, false, 0, FAST},
         {"DELETE", "/v1/keys/{id}", AUTH_ADMIN, h_key_revoke, false, 0, FAST},
+        {"GET", "/v1/webhooks", AUTH_ADMIN, h_webhook_list, false, 0, FAST},
+        {"POST", "/v1/webhooks", AUTH_ADMIN, h_webhook_new, false, 0, FAST},
+        {"DELETE", "/v1/webhooks/{id}", AUTH_ADMIN, h_webhook_delete, false, 0, FAST},
+        {"GET", "/v1/webhooks/{id}/deliveries", AUTH_ADMIN, h_webhook_deliveries, false, 0, FAST},
+        {"POST", "/v1/webhooks/{id}/deliveries/{delivery}/redeliver", AUTH_ADMIN,
+         h_webhook_redeliver, false, 0, FAST},
         /* pages for people (api/dashboard.c) */
         {"GET", "/login", AUTH_PUBLIC, h_login_page, true, 0, FAST},
         {"POST", "/login", AUTH_PUBLIC, h_login, true, 0, FAST},

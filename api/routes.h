@@ -34,6 +34,13 @@ void h_key_list(struct req *r);
 void h_key_new(struct req *r);
 void h_key_revoke(struct req *r);
 
+/* api/h_webhooks.c */
+void h_webhook_list(struct req *r);
+void h_webhook_new(struct req *r);
+void h_webhook_delete(struct req *r);
+void h_webhook_deliveries(struct req *r);
+void h_webhook_redeliver(struct req *r);
+
 /* api/h_usage.c */
 void h_usage(struct req *r);
 void h_trial(struct req *r);

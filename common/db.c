@@ -2,6 +2,9 @@
 
 #include "meter/decimal.h"
 #include "meter/rating.h"
+#include "meter/timefmt.h"
+
+#include <cjson/cJSON.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,4 +137,15 @@ const char *db_q_text(meter_i128 v, char *buf, size_t len)
 {
 	meter_qty_format(v, 0, 0, buf, len);
 	return buf;
+}
+
+void db_json_time(cJSON *o, const char *name, int64_t us)
+{
+	char t[METER_TIME_BUF];
+	if (us < 0) {
+		cJSON_AddNullToObject(o, name);
+		return;
+	}
+	meter_time_format(us, t, sizeof t);
+	cJSON_AddStringToObject(o, name, t);
 }

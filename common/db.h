@@ -11,6 +11,7 @@
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "meter/checked.h"
 
@@ -55,6 +56,13 @@ bool db_col_usage(const PGresult *r, int row, int col, struct meter_usage *u);
 
 /* A 128-bit integer as text for a parameter (buf at least METER_QTY_BUF bytes). */
 const char *db_q_text(meter_i128 v, char *buf, size_t len);
+
+/* A timestamptz column as µs since the epoch in SQL; -1 for NULL. */
+#define DB_US_OR_NONE(col) "coalesce((extract(epoch FROM " col ") * 1000000)::bigint, -1)"
+
+/* Adds name: the time us (µs since the epoch) in RFC 3339, or null when us < 0. */
+struct cJSON;
+void db_json_time(struct cJSON *o, const char *name, int64_t us);
 
 /* The SQLSTATE of a failed result, or "" when there is none. */
 const char *db_sqlstate(const PGresult *r);

@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "common/db.h"
+#include "common/log.h"
 #include "common/month.h"
+#include "common/plans.h"
 #include "meter/checked.h"
 #include "meter/decimal.h"
 #include "meter/invoice.h"
@@ -342,5 +344,54 @@ out:
 		                     1, NULL, p, NULL, NULL, 0));
 	if (!ok)
 		invoice_doc_free(out);
+	return ok;
+}
+
+bool invoices_finalize_due(PGconn *c, int64_t now_us, int64_t grace_us, int limit, int *made,
+                           char *err, size_t errlen)
+{
+	char before[24], lim[16];
+	*made = 0;
+	/* a month is due when its end is at or before now - grace */
+	snprintf(before, sizeof before, "%lld", (long long)(now_us - grace_us));
+	snprintf(lim, sizeof lim, "%d", limit);
+	const char *p[] = {before, lim};
+	PGresult *r = db_query(
+	        c,
+	        "SELECT DISTINCT m.account_id, (extract(epoch FROM m.month::timestamp) * 1000000)"
+	        "::bigint AS month FROM account_month m "
+	        "WHERE (m.month + interval '1 month')::timestamp AT TIME ZONE 'UTC' <= " TS(
+	                "$1") " "
+	                      "AND NOT EXISTS (SELECT 1 FROM invoices i WHERE i.account_id = "
+	                      "m.account_id "
+	                      "AND i.month = m.month) ORDER BY month, m.account_id LIMIT $2",
+	        2, p, PGRES_TUPLES_OK, "could not read the invoices due", err, errlen);
+	if (r == NULL)
+		return false;
+	struct meter_plan *plans = NULL;
+	size_t nplans = 0;
+	bool ok = PQntuples(r) == 0 || plans_load(c, &plans, &nplans, err, errlen);
+	for (int i = 0; ok && i < PQntuples(r); i++) {
+		int64_t month = 0;
+		struct invoice_doc d;
+		ok = meter_decimal_parse(PQgetvalue(r, i, 1), 0, false, &month) == METER_OK;
+		if (!ok) {
+			snprintf(err, errlen,
+			         "could not read the invoices due: a month does not parse");
+			break;
+		}
+		/* one account's failure is its own: it is logged, and tried again next time */
+		char why[512];
+		if (!invoice_get(c, PQgetvalue(r, i, 0), month, now_us, grace_us, plans, nplans, &d,
+		                 why, sizeof why)) {
+			log_warn("invoices: account %s: %s", PQgetvalue(r, i, 0), why);
+			continue;
+		}
+		if (d.final)
+			(*made)++;
+		invoice_doc_free(&d);
+	}
+	free(plans);
+	PQclear(r);
 	return ok;
 }

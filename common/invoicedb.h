@@ -43,6 +43,17 @@ bool invoice_get(PGconn *c, const char *account, int64_t month_us, int64_t now_u
                  size_t errlen);
 
 /*
+ * Makes final, through invoice_get, the invoices that are due and not final
+ * yet: of each account-month with usage whose grace after its end passed
+ * before now_us, at most limit of them, oldest month first. One still waiting
+ * for the rollup stays a draft and is tried again next time, as is one
+ * whose finalising fails (logged). *made counts those made final. False
+ * with err when the invoices due could not be read.
+ */
+bool invoices_finalize_due(PGconn *c, int64_t now_us, int64_t grace_us, int limit, int *made,
+                           char *err, size_t errlen);
+
+/*
  * The lines a month's invoice has now (its usage, then adjustments of
  * earlier final months), without storing anything: for exports and drafts.
  */

@@ -11,12 +11,11 @@
 #include "meter/timefmt.h"
 #include "meter/decimal.h"
 
-bool key_random_hex(char out[65], char *err, size_t errlen)
+bool key_random_bytes(void *buf, size_t len, char *err, size_t errlen)
 {
-	unsigned char raw[32];
 	size_t got = 0;
-	while (got < sizeof raw) {
-		ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+	while (got < len) {
+		ssize_t n = getrandom((unsigned char *)buf + got, len - got, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -25,6 +24,14 @@ bool key_random_hex(char out[65], char *err, size_t errlen)
 		}
 		got += (size_t)n;
 	}
+	return true;
+}
+
+bool key_random_hex(char out[65], char *err, size_t errlen)
+{
+	unsigned char raw[32];
+	if (!key_random_bytes(raw, sizeof raw, err, errlen))
+		return false;
 	static const char hex[] = "0123456789abcdef";
 	for (size_t i = 0; i < sizeof raw; i++) {
 		out[2 * i] = hex[raw[i] >> 4];
@@ -69,7 +76,7 @@ bool key_create(PGconn *c, const char *account_id, char key[KEY_LEN + 1], int64_
 	return ok;
 }
 
-#define US(col) "coalesce((extract(epoch FROM " col ") * 1000000)::bigint, -1)"
+#define US(col) DB_US_OR_NONE(col)
 
 bool key_list(PGconn *c, struct key_info **out, size_t *n, char *err, size_t errlen)
 {
@@ -130,17 +137,6 @@ bool key_revoke(PGconn *c, int64_t id, bool *found, char *err, size_t errlen)
 	return ok;
 }
 
-static void put_time(cJSON *o, const char *name, int64_t us)
-{
-	char t[METER_TIME_BUF];
-	if (us < 0) {
-		cJSON_AddNullToObject(o, name);
-		return;
-	}
-	meter_time_format(us, t, sizeof t);
-	cJSON_AddStringToObject(o, name, t);
-}
-
 cJSON *key_info_json(const struct key_info *k)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -151,8 +147,8 @@ cJSON *key_info_json(const struct key_info *k)
 		cJSON_AddStringToObject(o, "account_id", k->account);
 	else
 		cJSON_AddNullToObject(o, "account_id");
-	put_time(o, "created_at", k->created_us);
-	put_time(o, "last_used_at", k->last_used_us);
-	put_time(o, "revoked_at", k->revoked_us);
+	db_json_time(o, "created_at", k->created_us);
+	db_json_time(o, "last_used_at", k->last_used_us);
+	db_json_time(o, "revoked_at", k->revoked_us);
 	return o;
 }

@@ -53,4 +53,7 @@ bool key_revoke(PGconn *c, int64_t id, bool *found, char *err, size_t errlen);
 /* 64 hex digits of 256 random bits from the kernel (and a NUL); false with err. */
 bool key_random_hex(char out[65], char *err, size_t errlen);
 
+/* len bytes from the kernel's random source (getrandom) into buf; false with err. */
+bool key_random_bytes(void *buf, size_t len, char *err, size_t errlen);
+
 #endif

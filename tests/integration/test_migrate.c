@@ -354,11 +354,14 @@ static const struct placement {
         {"sandbox_month", BY_ACCOUNT, "account_id"},
         {"sandbox_month_cost", BY_ACCOUNT, "account_id"},
         {"usage_listings", BY_ACCOUNT, "account_id"},
+        {"webhook_deliveries", BY_ACCOUNT, "account_id"},
+        {"webhook_attempts", BY_ACCOUNT, "account_id"},
         /* Small tables that do not grow with usage. */
         {"price_plans", REFERENCE, NULL},
         {"api_keys", REFERENCE, NULL},
         {"sessions", REFERENCE, NULL},
         {"sample_horizon", REFERENCE, NULL},
+        {"webhook_endpoints", REFERENCE, NULL},
         {"meter_migrations", COORDINATOR, NULL},
 };
 
@@ -366,7 +369,7 @@ static const struct placement {
  * table to a distributed one. The Citus path drops them first (sorted). */
 #define DROPPED_ON_CITUS                                                                           \
 	"api_keys.api_keys_account_id_fkey, sandboxes.sandboxes_account_id_fkey, "                 \
-	"sessions.sessions_account_id_fkey"
+	"sessions.sessions_account_id_fkey, webhook_endpoints.webhook_endpoints_account_id_fkey"
 
 /* Statement-level triggers on tables Citus would manage, which it does not
  * propagate to shards: the Citus path replaces them first (sorted). */

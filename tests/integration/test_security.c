@@ -54,6 +54,9 @@ static int setup(void **state)
 	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) VALUES "
 	       "('sb-mine', 'mine', 1, 1, now() - interval '1 hour'), "
 	       "('sb-victim', 'victim', 1, 1, now() - interval '1 hour')");
+	sql(f, "INSERT INTO webhook_endpoints (url, events, account_id, secret) VALUES "
+	       "('http://127.0.0.1:9/hook', '{invoice.finalized}', 'victim', "
+	       "'MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')");
 	if (!testdb_key(&f->db, NULL, f->admin) || !testdb_key(&f->db, "mine", f->mine) ||
 	    !testdb_key(&f->db, "victim", f->theirs))
 		return -1;
@@ -101,10 +104,15 @@ static void route_request(struct fx *f, const struct route *rt, const char *acct
 	path[0] = '\0';
 	for (const char *p = rt->pattern; *p && n + 64 < plen;) {
 		if (strncmp(p, "{id}", 4) == 0) {
+			/* webhook endpoint 1 is made in setup */
 			n += (size_t)snprintf(path + n, plen - n, "%s",
-			                      strncmp(rt->pattern, "/v1/accounts", 12) == 0 ? acct
-			                                                                    : sb);
+			                      strncmp(rt->pattern, "/v1/accounts", 12) == 0   ? acct
+			                      : strncmp(rt->pattern, "/v1/webhooks", 12) == 0 ? "1"
+			                                                                      : sb);
 			p += 4;
+		} else if (strncmp(p, "{delivery}", 10) == 0) {
+			n += (size_t)snprintf(path + n, plen - n, "msg_none");
+			p += 10;
 		} else if (strncmp(p, "{month}", 7) == 0) {
 			n += (size_t)snprintf(path + n, plen - n, "%s", f->month);
 			p += 7;

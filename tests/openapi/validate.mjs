@@ -5,7 +5,9 @@
 //
 //   node tests/openapi/validate.mjs api/openapi.json EXCHANGES.jsonl...
 //
-// The exchanges come from tests/support/http.c (METER_HTTP_RECORD). Exits 1
+// The exchanges come from tests/support/http.c (METER_HTTP_RECORD). A line
+// {"webhook": TYPE, "body": ...} is a webhook a test's receiver got: its body
+// must validate against the document's webhooks.TYPE request body. Exits 1
 // on any mismatch, or when the files hold no exchange at all.
 import fs from 'node:fs';
 import Ajv2020 from 'ajv/dist/2020.js';
@@ -33,10 +35,31 @@ const compiled = new Map();
 const failures = [];
 const seen = new Set();
 let n = 0;
+let hooks = 0;
+const seenHooks = new Set();
+const checkHook = (x) => {
+  const op = doc.webhooks && doc.webhooks[x.webhook] && doc.webhooks[x.webhook].post;
+  if (!op) {
+    failures.push(`webhook ${x.webhook}: not in the document's webhooks`);
+    return;
+  }
+  seenHooks.add(x.webhook);
+  const key = `webhook ${x.webhook}`;
+  if (!compiled.has(key))
+    compiled.set(key, ajv.compile(rebase(op.requestBody.content['application/json'].schema)));
+  const check = compiled.get(key);
+  if (!check(JSON.parse(x.body)))
+    failures.push(`${key}: ${ajv.errorsText(check.errors, { separator: '; ' })}; body ${x.body.slice(0, 300)}`);
+};
 for (const file of files) {
   for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
     if (!line.trim()) continue;
     const x = JSON.parse(line);
+    if (x.webhook !== undefined) {
+      hooks++;
+      checkHook(x);
+      continue;
+    }
     n++;
     const path = x.path.split('?')[0];
     const method = x.method.toLowerCase();
@@ -83,8 +106,11 @@ for (const file of files) {
 }
 const all = routes.flatMap((r) => Object.keys(r.ops).filter((m) => m !== 'parameters').map((m) => `${m} ${r.tpl}`));
 const unseen = all.filter((k) => !seen.has(k));
-console.log(`openapi: ${n} exchanges checked, ${seen.size} of ${all.length} operations exercised, ${failures.length} mismatches`);
+const allHooks = Object.keys(doc.webhooks || {});
+console.log(`openapi: ${n} exchanges checked, ${seen.size} of ${all.length} operations exercised; ${hooks} webhooks checked, ${seenHooks.size} of ${allHooks.length} events; ${failures.length} mismatches`);
 if (unseen.length) console.log(`not exercised: ${unseen.join(', ')}`);
+const unseenHooks = allHooks.filter((k) => !seenHooks.has(k));
+if (unseenHooks.length) console.log(`webhooks not received: ${unseenHooks.join(', ')}`);
 for (const f of failures.slice(0, 60)) console.log(`MISMATCH ${f}`);
 if (failures.length > 60) console.log(`... and ${failures.length - 60} more`);
 process.exit(n === 0 || failures.length ? 1 : 0);

@@ -173,6 +173,12 @@ cJSON *http_json(const struct http_res *res)
 
 bool api_start(struct api_proc *a, const char *bin, const char *url, const char *extra_arg)
 {
+	const char *extra[] = {extra_arg, NULL};
+	return api_start_args(a, bin, url, extra);
+}
+
+bool api_start_args(struct api_proc *a, const char *bin, const char *url, const char *const *extra)
+{
 	static int attempt;
 	for (int tries = 0; tries < 20; tries++) {
 		a->port = 20000 + (getpid() * 7 + attempt++ * 131) % 30000;
@@ -185,8 +191,10 @@ bool api_start(struct api_proc *a, const char *bin, const char *url, const char 
 			dup2(fd, 1);
 			dup2(fd, 2);
 			setenv("DATABASE_URL", url, 1);
-			execl(bin, bin, "--listen", listen, "--rollup-idle", "50ms", extra_arg,
-			      (char *)NULL);
+			const char *argv[16] = {bin, "--listen", listen, "--rollup-idle", "50ms"};
+			for (int i = 0; extra[i] && i < 8; i++)
+				argv[5 + i] = extra[i];
+			execv(bin, (char *const *)argv);
 			_exit(127);
 		}
 		for (int i = 0; i < 100; i++) {

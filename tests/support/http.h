@@ -43,6 +43,8 @@ struct api_proc {
 
 /* Starts meter-api (binary path) on DATABASE_URL url; waits until /healthz answers. */
 bool api_start(struct api_proc *a, const char *bin, const char *url, const char *extra_arg);
+/* The same with the options in extra (NULL-terminated, at most 8). */
+bool api_start_args(struct api_proc *a, const char *bin, const char *url, const char *const *extra);
 /* SIGTERM and wait; returns its exit status. */
 int api_stop(struct api_proc *a);
 
