@@ -281,6 +281,33 @@ static void answer_refusal(struct req *r, const struct quota_answer *q)
 	reply_problemf(r, 409, q->reason, "Sandbox not allowed", "%s", q->detail);
 }
 
+/* The ports a trial account's sandboxes may reach (80 and 443); null: no restriction. */
+static void add_egress_ports(cJSON *o, const struct account *a)
+{
+	if (strcmp(a->plan, "trial") != 0) {
+		cJSON_AddNullToObject(o, "egress_ports");
+		return;
+	}
+	cJSON *ports = cJSON_AddArrayToObject(o, "egress_ports");
+	cJSON_AddItemToArray(ports, cJSON_CreateNumber(80));
+	cJSON_AddItemToArray(ports, cJSON_CreateNumber(443));
+}
+
+/*
+ * A registration's answer: the sandbox, and under "admission" what the
+ * platform enforces from here (running counts this sandbox).
+ */
+static cJSON *admitted_json(const PGresult *res, const struct account_state *s, bool added)
+{
+	cJSON *o = sandbox_json(res, 0), *a = cJSON_AddObjectToObject(o, "admission");
+	cJSON_AddStringToObject(a, "plan", s->a.plan);
+	cJSON_AddNumberToObject(a, "running", (double)(s->running + (added ? 1 : 0)));
+	cJSON_AddNumberToObject(a, "max_concurrent", (double)s->a.max_concurrent);
+	cJSON_AddNumberToObject(a, "trial_seconds_remaining", (double)(s->trial_left_us / 1000000));
+	add_egress_ports(a, &s->a);
+	return o;
+}
+
 void h_sandbox_new(struct req *r)
 {
 	static const struct in_field f[] = {
@@ -332,7 +359,7 @@ void h_sandbox_new(struct req *r)
 		if (PQresultStatus(m) != PGRES_COMMAND_OK)
 			reply_db_error(r, "could not queue the sandbox for rating", m);
 		else if (commit(r, c))
-			reply_json(r, 200, sandbox_json(a, 0));
+			reply_json(r, 200, admitted_json(a, &s, false));
 		PQclear(m);
 		PQclear(a);
 		rollback(c);
@@ -362,7 +389,7 @@ void h_sandbox_new(struct req *r)
 	else if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		reply_db_error(r, "could not register the sandbox", res);
 	else if (announce_full(r, c, &s, v[0].text) && commit(r, c))
-		reply_json(r, 201, sandbox_json(res, 0));
+		reply_json(r, 201, admitted_json(res, &s, true));
 	PQclear(res);
 	rollback(c);
 }
@@ -559,13 +586,7 @@ void h_quota_check(struct req *r)
 	cJSON_AddNumberToObject(a, "running", (double)s.running);
 	cJSON_AddNumberToObject(a, "max_concurrent", (double)s.a.max_concurrent);
 	cJSON_AddNumberToObject(a, "trial_seconds_remaining", (double)(s.trial_left_us / 1000000));
-	if (strcmp(s.a.plan, "trial") == 0) {
-		cJSON *ports = cJSON_AddArrayToObject(a, "egress_ports");
-		cJSON_AddItemToArray(ports, cJSON_CreateNumber(80));
-		cJSON_AddItemToArray(ports, cJSON_CreateNumber(443));
-	} else {
-		cJSON_AddNullToObject(a, "egress_ports"); /* no restriction */
-	}
+	add_egress_ports(a, &s.a);
 	cJSON_AddStringToObject(a, "plan", s.a.plan);
 	cJSON_AddStringToObject(a, "month_to_date", cost);
 	cJSON_AddStringToObject(a, "month_to_date_exact", exact);

@@ -10,7 +10,7 @@ set -euo pipefail
 PACKAGES=(
 	gcc make cmake pkg-config
 	libpq-dev libmicrohttpd-dev libcjson-dev libpcre2-dev libcmocka-dev zlib1g-dev
-	libssl-dev libcurl4-openssl-dev python3
+	libssl-dev libcurl4-openssl-dev python3 runc busybox-static
 	postgresql postgresql-contrib
 	chromium fonts-dejavu-core
 	clang libclang-rt-14-dev

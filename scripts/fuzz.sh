@@ -3,6 +3,7 @@
 # runs each for SECONDS (default 5) from its seed corpus in tests/fuzz/corpus
 # (seeds made by hand and taken from real traffic: this machine's mountinfo
 # and cgroup files, a real collector's spool, the API tests' request bodies,
+# the config.json of `runc spec`,
 # and every body of tests/data/bad_requests.txt for the JSON target). Each
 # target checks what it parses against an oracle: a parser of the format
 # written in the target, or a round trip.
@@ -33,9 +34,10 @@ declare -A extra=(
 	[spool]="$here/collector/spool.c $here/common/log.c"
 	[text]=""
 	[cursor]="$here/api/cursor.c"
+	[oci]="$here/hook/oci.c $here/collector/match.c $here/common/ids.c"
 )
 status=0
-for t in json query auth route opts cgroup mountinfo spool text cursor; do
+for t in json query auth route opts cgroup mountinfo spool text cursor oci; do
 	bin=$out/fuzz_$t
 	# shellcheck disable=SC2086
 	clang "${cflags[@]}" "$here/tests/fuzz/fuzz_$t.c" ${extra[$t]} "${core[@]}" "${libs[@]}" -o "$bin"

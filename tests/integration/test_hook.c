@@ -1,0 +1,557 @@
+/*
+ * meter-hook against a real meter-api: admitted, refused (a limit, an unknown
+ * account), misconfigured (no key, a key file others may read, a key without
+ * rights), meter stopped and meter silent (fail-closed and fail-open, never
+ * past the timeout), release twice; then Debian's runc running real
+ * containers with meter-hook oci as their createRuntime and poststop hooks,
+ * metered by the real collector.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/keys.h"
+#include "tests/support/cluster.h"
+#include "tests/support/http.h"
+#include "tests/support/run.h"
+#include "tests/support/testdb.h"
+
+struct fx {
+	struct testdb db;
+	struct api_proc api;
+	char admin[KEY_LEN + 1], acct[KEY_LEN + 1];
+	char dir[64], keyfile[128], url[64];
+	/* the runc test */
+	char holder[64], runc_root[128];
+	pid_t collector, c1;
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void write_key(const char *path, const char *key, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_true(write(fd, key, strlen(key)) == (ssize_t)strlen(key));
+	close(fd);
+	assert_int_equal(chmod(path, mode), 0);
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof *f);
+	if (f == NULL || !test_tmpdir(f->dir, sizeof f->dir, "hook") ||
+	    !testdb_create_migrated(&f->db, "hook")) {
+		free(f);
+		return -1;
+	}
+	*state = f;
+	if (!testdb_exec(&f->db,
+	                 "INSERT INTO accounts (id, name, plan, max_concurrent) VALUES "
+	                 "('acme', 'Acme', 'trial', 1), ('paidco', 'Paid Co', 'paid', 1)") ||
+	    !testdb_key(&f->db, NULL, f->admin) || !testdb_key(&f->db, "acme", f->acct))
+		return -1;
+	snprintf(f->keyfile, sizeof f->keyfile, "%s/admin.key", f->dir);
+	write_key(f->keyfile, f->admin, 0600);
+	if (!api_start(&f->api, METER_API_BIN, f->db.url, "--log-level=info"))
+		return -1;
+	snprintf(f->url, sizeof f->url, "http://127.0.0.1:%d", f->api.port);
+	setenv("METER_API_URL", f->url, 1);
+	setenv("METER_API_KEY_FILE", f->keyfile, 1);
+	unsetenv("METER_API_KEY");
+	return 0;
+}
+
+static void runc_cleanup(struct fx *f);
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	runc_cleanup(f);
+	if (f->api.pid)
+		api_stop(&f->api);
+	testdb_drop(&f->db);
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", f->dir);
+	free(f);
+	return 0;
+}
+
+/* meter-hook with args (NULL-terminated); its exit status, output in res. */
+static int hook(struct run_result *res, ...)
+{
+	const char *argv[24] = {METER_HOOK_BIN};
+	va_list ap;
+	va_start(ap, res);
+	for (int n = 1; n < 23 && (argv[n] = va_arg(ap, const char *)) != NULL; n++)
+		;
+	va_end(ap);
+	run_program(argv, NULL, res);
+	return res->status;
+}
+
+static void admitted_refused_and_released(void **state)
+{
+	struct fx *f = *state;
+	struct run_result *r = malloc(sizeof *r);
+	assert_int_equal(hook(r, "admit", "--account", "acme", "--sandbox", "sb-1", "--vcpus", "2",
+	                      "--memory-gib", "4", NULL),
+	                 0);
+	assert_non_null(strstr(r->out, "admitted sandbox sb-1 of account acme: 1 of 1 running; "
+	                               "egress to ports 80, 443"));
+	char v[64];
+	assert_string_equal(testdb_value(&f->db,
+	                                 "SELECT vcpus || ' ' || memory_gib || ' ' || "
+	                                 "(stopped_at IS NULL) FROM sandboxes WHERE id = 'sb-1'",
+	                                 v, sizeof v),
+	                    "2.000 4.000 true");
+	/* the account is full: refused, with meter's reason, and nothing registered */
+	assert_int_equal(hook(r, "admit", "--account", "acme", "--sandbox", "sb-2", "--vcpus", "1",
+	                      "--memory-gib", "1", NULL),
+	                 1);
+	assert_non_null(strstr(r->err, "refused"));
+	assert_non_null(strstr(r->err, "concurrency_limit"));
+	assert_string_equal(testdb_value(&f->db, "SELECT count(*) FROM sandboxes WHERE id = 'sb-2'",
+	                                 v, sizeof v),
+	                    "0");
+	/* an account meter does not know */
+	assert_int_equal(hook(r, "admit", "--account", "nobody", "--sandbox", "sb-3", "--vcpus",
+	                      "1", "--memory-gib", "1", NULL),
+	                 1);
+	assert_non_null(strstr(r->err, "nobody"));
+	/* a paid account: no egress restriction; --json prints meter's answer */
+	assert_int_equal(hook(r, "admit", "--account", "paidco", "--sandbox", "sb-p", "--vcpus",
+	                      "0.5", "--memory-gib", "0.25", "--json", NULL),
+	                 0);
+	cJSON *j = cJSON_Parse(r->out);
+	assert_non_null(j);
+	assert_true(cJSON_IsNull(
+	        cJSON_GetObjectItem(cJSON_GetObjectItem(j, "admission"), "egress_ports")));
+	cJSON_Delete(j);
+	/* release, twice; then a place is free again */
+	assert_int_equal(hook(r, "release", "--sandbox", "sb-1", NULL), 0);
+	assert_non_null(strstr(r->out, "released sandbox sb-1"));
+	assert_int_equal(hook(r, "release", "--sandbox", "sb-1", NULL), 0);
+	assert_non_null(strstr(r->out, "stopped already"));
+	assert_int_equal(hook(r, "release", "--sandbox", "sb-never", NULL), 1);
+	assert_int_equal(hook(r, "admit", "--account", "acme", "--sandbox", "sb-2", "--vcpus", "1",
+	                      "--memory-gib", "1", NULL),
+	                 0);
+	free(r);
+}
+
+static void misconfigurations_exit_2_with_a_clear_line(void **state)
+{
+	struct fx *f = *state;
+	struct run_result *r = malloc(sizeof *r);
+	char loose[160], other[160];
+	const char *admit[] = {"admit",   "--account", "acme",         "--sandbox", "sb-9",
+	                       "--vcpus", "1",         "--memory-gib", "1"};
+#define ADMIT(...)                                                                                 \
+	hook(r, admit[0], admit[1], admit[2], admit[3], admit[4], admit[5], admit[6], admit[7],    \
+	     admit[8], __VA_ARGS__)
+	/* a key file others may read */
+	snprintf(loose, sizeof loose, "%s/loose.key", f->dir);
+	write_key(loose, f->admin, 0644);
+	assert_int_equal(ADMIT("--key-file", loose, NULL), 2);
+	assert_non_null(strstr(r->err, "chmod 600"));
+	/* no key at all */
+	unsetenv("METER_API_KEY_FILE");
+	assert_int_equal(ADMIT(NULL), 2);
+	assert_non_null(strstr(r->err, "no API key"));
+	/* an account's key cannot register sandboxes, even failing open */
+	snprintf(other, sizeof other, "%s/account.key", f->dir);
+	write_key(other, f->acct, 0600);
+	assert_int_equal(ADMIT("--key-file", other, "--fail-open", NULL), 2);
+	assert_non_null(strstr(r->err, "not an admin key"));
+	setenv("METER_API_KEY", f->admin, 1); /* the key from the environment works */
+	assert_int_equal(hook(r, "release", "--sandbox", "sb-none", NULL), 1);
+	unsetenv("METER_API_KEY");
+	setenv("METER_API_KEY_FILE", f->keyfile, 1);
+	/* bad command lines */
+	assert_int_equal(hook(r, "admit", "--account", "acme", NULL), 2);
+	assert_non_null(strstr(r->err, "--sandbox is required"));
+	assert_int_equal(ADMIT("--vcpus", "-1", NULL), 2);
+	assert_int_equal(ADMIT("--fail-open", "--fail-closed", NULL), 2);
+	assert_int_equal(hook(r, "launch", NULL), 2);
+	assert_int_equal(ADMIT("--api-url", "ftp://x", NULL), 2);
+	/* oci without a runtime's state */
+	assert_int_equal(hook(r, "oci", NULL), 2);
+	assert_non_null(strstr(r->err, "not an OCI container state"));
+#undef ADMIT
+	free(r);
+}
+
+static void meter_away_fails_closed_or_open_within_the_timeout(void **state)
+{
+	struct fx *f = *state;
+	struct run_result *r = malloc(sizeof *r);
+	/* a port that accepts connections and never answers: meter hanging */
+	int ls = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t alen = sizeof a;
+	assert_int_equal(bind(ls, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(listen(ls, 16), 0);
+	assert_int_equal(getsockname(ls, (struct sockaddr *)&a, &alen), 0);
+	char silent[64];
+	snprintf(silent, sizeof silent, "http://127.0.0.1:%d", ntohs(a.sin_port));
+	setenv("METER_API_URL", silent, 1);
+	int64_t t0 = now_ms();
+	assert_int_equal(hook(r, "admit", "--account", "acme", "--sandbox", "sb-h", "--vcpus", "1",
+	                      "--memory-gib", "1", "--timeout", "700ms", NULL),
+	                 2);
+	int64_t took = now_ms() - t0;
+	assert_non_null(strstr(r->err, "refusing (--fail-closed)"));
+	assert_true(took >= 600 && took < 3000);
+	assert_int_equal(hook(r, "admit", "--account", "acme", "--sandbox", "sb-h", "--vcpus", "1",
+	                      "--memory-gib", "1", "--timeout", "700ms", "--fail-open", NULL),
+	                 0);
+	assert_non_null(strstr(r->err, "admitting without meter (--fail-open)"));
+	close(ls);
+	/* meter stopped: nothing listens */
+	setenv("METER_API_URL", f->url, 1);
+	assert_int_equal(api_stop(&f->api), 0);
+	t0 = now_ms();
+	assert_int_equal(hook(r, "admit", "--account", "acme", "--sandbox", "sb-h", "--vcpus", "1",
+	                      "--memory-gib", "1", NULL),
+	                 2);
+	assert_true(now_ms() - t0 < 5000);
+	assert_non_null(strstr(r->err, "meter unreachable"));
+	assert_int_equal(hook(r, "release", "--sandbox", "sb-h", "--fail-open", NULL), 0);
+	char v[32];
+	assert_string_equal(testdb_value(&f->db, "SELECT count(*) FROM sandboxes WHERE id = 'sb-h'",
+	                                 v, sizeof v),
+	                    "0");
+	free(r);
+}
+
+/* ---- real containers ---- */
+
+static bool have(const char *prog)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", prog);
+	return system(cmd) == 0;
+}
+
+static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void sh(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof cmd, fmt, ap);
+	va_end(ap);
+	if (system(cmd) != 0)
+		fail_msg("failed: %s", cmd);
+}
+
+static void runc_cleanup(struct fx *f)
+{
+	if (!f->holder[0])
+		return;
+	char cmd[1024];
+	for (int i = 1; i <= 3; i++) {
+		snprintf(cmd, sizeof cmd, "runc --root %s delete -f c%d >/dev/null 2>&1",
+		         f->runc_root, i);
+		(void)!system(cmd);
+	}
+	if (f->c1 > 0) {
+		kill(f->c1, SIGKILL);
+		waitpid(f->c1, NULL, 0);
+		f->c1 = 0;
+	}
+	if (f->collector > 0) {
+		kill(f->collector, SIGTERM);
+		waitpid(f->collector, NULL, 0);
+		f->collector = 0;
+	}
+	/* the cgroups runc made, deepest first, in every hierarchy */
+	snprintf(cmd, sizeof cmd,
+	         "find /sys/fs/cgroup -depth -type d -path '*/%s*' -exec rmdir {} + 2>/dev/null",
+	         f->holder);
+	(void)!system(cmd);
+	f->holder[0] = '\0';
+}
+
+/*
+ * A bundle for container name: busybox, sandbox sb of account acct, 1 vCPU
+ * and 256 MiB, running script, with meter-hook oci as its createRuntime and
+ * poststop hooks.
+ */
+static void make_bundle(struct fx *f, const char *name, const char *acct, const char *sb,
+                        const char *script)
+{
+	char b[160], p[200];
+	snprintf(b, sizeof b, "%s/%s", f->dir, name);
+	sh("mkdir -p %s/rootfs/bin && cp /bin/busybox %s/rootfs/bin/ && ln -sf busybox "
+	   "%s/rootfs/bin/sh && cd %s && runc spec",
+	   b, b, b, b);
+	snprintf(p, sizeof p, "%s/config.json", b);
+	FILE *in = fopen(p, "r");
+	assert_non_null(in);
+	static char text[65536];
+	size_t n = fread(text, 1, sizeof text - 1, in);
+	fclose(in);
+	text[n] = '\0';
+	cJSON *c = cJSON_Parse(text);
+	assert_non_null(c);
+	cJSON *proc = cJSON_GetObjectItem(c, "process");
+	cJSON_ReplaceItemInObject(proc, "terminal", cJSON_CreateFalse());
+	cJSON *args = cJSON_CreateArray();
+	cJSON_AddItemToArray(args, cJSON_CreateString("/bin/busybox"));
+	cJSON_AddItemToArray(args, cJSON_CreateString("sh"));
+	cJSON_AddItemToArray(args, cJSON_CreateString("-c"));
+	cJSON_AddItemToArray(args, cJSON_CreateString(script));
+	cJSON_ReplaceItemInObject(proc, "args", args);
+	cJSON *lx = cJSON_GetObjectItem(c, "linux");
+	char cg[160];
+	snprintf(cg, sizeof cg, "/%s/%s/%s", f->holder, acct, sb);
+	cJSON_DeleteItemFromObject(lx, "cgroupsPath");
+	cJSON_AddStringToObject(lx, "cgroupsPath", cg);
+	cJSON *res = cJSON_GetObjectItem(lx, "resources");
+	cJSON *cpu = cJSON_AddObjectToObject(res, "cpu");
+	cJSON_AddNumberToObject(cpu, "quota", 100000);
+	cJSON_AddNumberToObject(cpu, "period", 100000);
+	cJSON *mem = cJSON_AddObjectToObject(res, "memory");
+	cJSON_AddNumberToObject(mem, "limit", 256 * 1024 * 1024);
+	char env_url[128], env_key[200], env_match[160];
+	snprintf(env_url, sizeof env_url, "METER_API_URL=%s", f->url);
+	snprintf(env_key, sizeof env_key, "METER_API_KEY_FILE=%s", f->keyfile);
+	snprintf(env_match, sizeof env_match, "METER_MATCH=%s/(?<account>[^/]+)/(?<sandbox>[^/]+)",
+	         f->holder);
+	cJSON *hooks = cJSON_AddObjectToObject(c, "hooks");
+	const char *phases[] = {"createRuntime", "poststop"};
+	for (int i = 0; i < 2; i++) {
+		cJSON *h = cJSON_CreateObject();
+		cJSON_AddStringToObject(h, "path", METER_HOOK_BIN);
+		cJSON *ha = cJSON_AddArrayToObject(h, "args");
+		cJSON_AddItemToArray(ha, cJSON_CreateString("meter-hook"));
+		cJSON_AddItemToArray(ha, cJSON_CreateString("oci"));
+		cJSON *he = cJSON_AddArrayToObject(h, "env");
+		cJSON_AddItemToArray(he, cJSON_CreateString(env_url));
+		cJSON_AddItemToArray(he, cJSON_CreateString(env_key));
+		cJSON_AddItemToArray(he, cJSON_CreateString(env_match));
+		cJSON_AddNumberToObject(h, "timeout", 10);
+		cJSON *list = cJSON_AddArrayToObject(hooks, phases[i]);
+		cJSON_AddItemToArray(list, h);
+	}
+	char *out = cJSON_Print(c);
+	FILE *o = fopen(p, "w");
+	assert_non_null(o);
+	fputs(out, o);
+	fclose(o);
+	free(out);
+	cJSON_Delete(c);
+}
+
+/* runc run name in the background (its output in DIR/name.log); its pid. */
+static pid_t runc_start(struct fx *f, const char *name)
+{
+	char b[160], log[200];
+	snprintf(b, sizeof b, "%s/%s", f->dir, name);
+	snprintf(log, sizeof log, "%s/%s.log", f->dir, name);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int null = open("/dev/null", O_RDONLY);
+		dup2(null, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execlp("runc", "runc", "--root", f->runc_root, "run", "--bundle", b, name,
+		       (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static int runc_wait(pid_t pid)
+{
+	int st;
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void read_log(struct fx *f, const char *name, char *out, size_t len)
+{
+	char log[200];
+	snprintf(log, sizeof log, "%s/%s.log", f->dir, name);
+	FILE *in = fopen(log, "r");
+	size_t n = in ? fread(out, 1, len - 1, in) : 0;
+	out[n] = '\0';
+	if (in)
+		fclose(in);
+}
+
+/* CPU µs the kernel counted for cgroup rel: cpuacct.usage (v1) or cpu.stat (v2). */
+static int64_t kernel_cpu(const char *rel)
+{
+	char p[300], buf[4096];
+	int64_t v = -1;
+	snprintf(p, sizeof p, "/sys/fs/cgroup/cpuacct/%s/cpuacct.usage", rel);
+	FILE *in = fopen(p, "r");
+	if (in) {
+		if (fscanf(in, "%" SCNd64, &v) == 1)
+			v /= 1000;
+		fclose(in);
+		return v;
+	}
+	snprintf(p, sizeof p, "/sys/fs/cgroup/%s/cpu.stat", rel);
+	in = fopen(p, "r");
+	while (in && fgets(buf, sizeof buf, in))
+		if (sscanf(buf, "usage_usec %" SCNd64, &v) == 1)
+			break;
+	if (in)
+		fclose(in);
+	return v;
+}
+
+static void runc_containers_are_admitted_metered_refused_and_released(void **state)
+{
+	struct fx *f = *state;
+	if (!have("runc") || access("/bin/busybox", X_OK) != 0)
+		fail_msg("this test needs Debian's runc and busybox-static (scripts/deps.sh "
+		         "installs "
+		         "them)");
+	snprintf(f->holder, sizeof f->holder, "meter-hook-%d", (int)getpid());
+	snprintf(f->runc_root, sizeof f->runc_root, "%s/runc", f->dir);
+	char v[64], log[8192], rel[160], pattern[160];
+	/* the collector on this host's real cgroups, under the same pattern */
+	snprintf(pattern, sizeof pattern, "%s/(?<account>[^/]+)/(?<sandbox>[^/]+)", f->holder);
+	pid_t col = fork();
+	if (col == 0) {
+		char clog[160];
+		snprintf(clog, sizeof clog, "%s/collector.log", f->dir);
+		int fd = open(clog, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		setenv("DATABASE_URL", f->db.url, 1);
+		execl(METER_COLLECTOR_BIN, METER_COLLECTOR_BIN, "--root", "/sys/fs/cgroup",
+		      "--match", pattern, "--interval", "250ms", "--rescan", "1s", "--host-id",
+		      "runc-test", (char *)NULL);
+		_exit(127);
+	}
+	f->collector = col;
+	/* paidco holds one place (max_concurrent 1); c1 spins, then sleeps */
+	make_bundle(
+	        f, "c1", "paidco", "sbx-oci-1",
+	        "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; exec /bin/busybox sleep 60");
+	f->c1 = runc_start(f, "c1");
+	snprintf(rel, sizeof rel, "%s/paidco/sbx-oci-1", f->holder);
+	/* admitted by the hook: registered with the bundle's size */
+	bool up = false;
+	for (int i = 0; i < 200 && !up; i++) {
+		testdb_value(
+		        &f->db,
+		        "SELECT vcpus || ' ' || memory_gib FROM sandboxes WHERE id = 'sbx-oci-1' "
+		        "AND stopped_at IS NULL",
+		        v, sizeof v);
+		up = strcmp(v, "1.000 0.250") == 0;
+		if (!up)
+			sleep_ms(50);
+	}
+	if (!up) {
+		read_log(f, "c1", log, sizeof log);
+		fail_msg("c1 was not admitted: %s", log);
+	}
+	/* the second is refused by the hook, with meter's reason in runc's error */
+	make_bundle(f, "c2", "paidco", "sbx-oci-2", "exit 0");
+	assert_int_not_equal(runc_wait(runc_start(f, "c2")), 0);
+	read_log(f, "c2", log, sizeof log);
+	if (strstr(log, "concurrency_limit") == NULL)
+		fail_msg("c2's runc error does not carry meter's reason: %s", log);
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "runc --root %s state c2 >/dev/null 2>&1", f->runc_root);
+	assert_int_not_equal(system(cmd), 0); /* no such container: it never started */
+	/* c1 metered: once it sleeps, its samples and its rated CPU equal the kernel's count */
+	int64_t kernel = -1, sampled = -2, rated = -3;
+	for (int i = 0; i < 600 && !(kernel > 0 && kernel == sampled && sampled == rated); i++) {
+		sleep_ms(100);
+		int64_t k1 = kernel_cpu(rel);
+		testdb_value(
+		        &f->db,
+		        "SELECT coalesce(max(cpu_usage_us), -1) FROM samples WHERE sandbox_id = "
+		        "'sbx-oci-1'",
+		        v, sizeof v);
+		sampled = strtoll(v, NULL, 10);
+		testdb_value(&f->db,
+		             "SELECT coalesce(sum(cpu_measured_us), -1) FROM usage_hourly WHERE "
+		             "sandbox_id = 'sbx-oci-1'",
+		             v, sizeof v);
+		rated = strtoll(v, NULL, 10);
+		kernel = kernel_cpu(rel) == k1 ? k1 : -1; /* settled: it sleeps */
+	}
+	if (!(kernel > 100000 && kernel == sampled && sampled == rated))
+		fail_msg("c1: kernel %" PRId64 " µs, sampled %" PRId64 ", rated %" PRId64, kernel,
+		         sampled, rated);
+	printf("c1: the kernel counted %" PRId64 " µs of CPU; sampled and rated the same\n",
+	       kernel);
+	/* c1 ends: poststop releases its place, and a third container starts */
+	sh("runc --root %s kill c1 KILL", f->runc_root);
+	runc_wait(f->c1);
+	f->c1 = 0;
+	for (int i = 0; i < 100; i++) {
+		testdb_value(
+		        &f->db,
+		        "SELECT count(*) FROM sandboxes WHERE id = 'sbx-oci-1' AND stopped_at IS "
+		        "NOT NULL",
+		        v, sizeof v);
+		if (strcmp(v, "1") == 0)
+			break;
+		sleep_ms(50);
+	}
+	assert_string_equal(v, "1");
+	make_bundle(f, "c3", "paidco", "sbx-oci-3", "exit 0");
+	int rc = runc_wait(runc_start(f, "c3"));
+	read_log(f, "c3", log, sizeof log);
+	if (rc != 0)
+		fail_msg("c3 did not run: %s", log);
+	assert_string_equal(
+	        testdb_value(&f->db,
+	                     "SELECT count(*) FROM sandboxes WHERE id = 'sbx-oci-3' AND "
+	                     "stopped_at IS NOT NULL",
+	                     v, sizeof v),
+	        "1");
+}
+
+int main(void)
+{
+	if (getenv("METER_TEST_ONLY"))
+		cmocka_set_test_filter(getenv("METER_TEST_ONLY"));
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(admitted_refused_and_released, setup, teardown),
+	        cmocka_unit_test_setup_teardown(misconfigurations_exit_2_with_a_clear_line, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(meter_away_fails_closed_or_open_within_the_timeout,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                runc_containers_are_admitted_metered_refused_and_released, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
