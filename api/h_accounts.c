@@ -186,9 +186,10 @@ void h_account_patch(struct req *r)
 	static const struct in_field f[] = {
 	        {"monthly_spend_cap", IN_DECIMAL, 9, 0, INT64_C(1000000000000000000), false, NULL},
 	        {"max_concurrent", IN_DECIMAL, 0, 1, 1000000, false, NULL},
+	        {"plan", IN_ENUM, 0, 0, 0, false, "trial|paid"},
 	};
-	struct in_value v[2];
-	cJSON *o = body_fields(r, f, 2, v, false);
+	struct in_value v[3];
+	cJSON *o = body_fields(r, f, 3, v, false);
 	if (o == NULL)
 		return;
 	/* "monthly_spend_cap": null takes the cap away; leaving it out keeps it. */
@@ -202,15 +203,16 @@ void h_account_patch(struct req *r)
 		meter_decimal_format(v[0].num, 9, 2, cap, sizeof cap);
 	snprintf(maxc, sizeof maxc, "%lld", (long long)v[1].num);
 	const char *params[] = {r->param[0], v[0].set || clear_cap ? "t" : "f",
-	                        v[0].set ? cap : NULL, v[1].set ? maxc : NULL};
+	                        v[0].set ? cap : NULL, v[1].set ? maxc : NULL,
+	                        v[2].set ? v[2].text : NULL};
 	PGresult *res = PQexecParams(
 	        c,
 	        "UPDATE accounts SET monthly_spend_cap = CASE WHEN $2 THEN $3::numeric "
 	        "ELSE monthly_spend_cap END, max_concurrent = coalesce($4::integer, "
-	        "max_concurrent) "
+	        "max_concurrent), plan = coalesce($5, plan) "
 	        "WHERE id = $1 RETURNING id, name, plan, trial_grant_seconds, max_concurrent, "
 	        "monthly_spend_cap::text, (extract(epoch FROM created_at) * 1000000)::bigint",
-	        4, NULL, params, NULL, NULL, 0);
+	        5, NULL, params, NULL, NULL, 0);
 	struct account a;
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		reply_db_error(r, "could not change the account", res);

@@ -26,6 +26,7 @@ struct cg_layout {
 	char cpuacct[CG_PATH_MAX]; /* v1 hierarchy with cpuacct */
 	char cpu[CG_PATH_MAX];     /* v1 hierarchy with cpu (CFS quota) */
 	char memory[CG_PATH_MAX];  /* v1 hierarchy with memory */
+	char freezer[CG_PATH_MAX]; /* v1 hierarchy with freezer (collector/enforce.h) */
 };
 
 /* The folder sandboxes are found in: v2 when there is one, else v1 cpuacct. */

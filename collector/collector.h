@@ -54,6 +54,7 @@ struct sandbox {
 	struct cg_handle h;
 	int events_wd;          /* inotify watch on cgroup.events, or -1 */
 	bool final_taken;       /* a sample was taken after it emptied: it ended there */
+	bool frozen;            /* frozen by collector/enforce.c */
 	bool seen;              /* found by the running rescan */
 	bool has_last;          /* last holds a reading */
 	struct cg_reading last; /* its last reading, for the end when it goes away */

@@ -40,6 +40,8 @@ static bool by_folders(const char *root, const char *kind, struct cg_layout *l, 
 		set(l->memory, root, "memory");
 		if (exists(root, "cpu", true))
 			set(l->cpu, root, "cpu");
+		if (exists(root, "freezer", true))
+			set(l->freezer, root, "freezer");
 		return true;
 	}
 	if (strcmp(kind, "v1") == 0) {
@@ -52,6 +54,8 @@ static bool by_folders(const char *root, const char *kind, struct cg_layout *l, 
 		set(l->cpu, root, exists(root, "cpu", true) ? "cpu" : "cpu,cpuacct");
 		if (exists(root, "memory", true))
 			set(l->memory, root, "memory");
+		if (exists(root, "freezer", true))
+			set(l->freezer, root, "freezer");
 		return true;
 	}
 	snprintf(err, errlen, "--layout: \"%s\" is not one of auto, v2, v1, hybrid", kind);
@@ -146,6 +150,8 @@ void layout_from_mountinfo(const char *root, FILE *f, struct cg_layout *l)
 				set(l->cpu, mnt, NULL);
 			if (has_option(super, "memory") && l->memory[0] == '\0')
 				set(l->memory, mnt, NULL);
+			if (has_option(super, "freezer") && l->freezer[0] == '\0')
+				set(l->freezer, mnt, NULL);
 		}
 	}
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "collector/collector.h"
+#include "collector/enforce.h"
 #include "common/log.h"
 #include "common/opts.h"
 
@@ -35,6 +36,7 @@ enum {
 	O_LAYOUT,
 	O_RESCAN,
 	O_ROLE,
+	O_ENFORCE,
 	O_ONCE,
 	O_TWICE,
 	O_LOG,
@@ -65,6 +67,9 @@ static const struct opt_def opts[O_N] = {
                       "METER_RESCAN", false, "time between full rescans (the safety net)"},
         [O_ROLE] = {"db-role", OPT_STRING, 0, 0, 0, "meter_collector", "METER_DB_ROLE", false,
                     "role samples are written as (\"\" for the login role itself)"},
+        [O_ENFORCE] = {"enforce", OPT_STRING, 0, 0, 0, "off", "METER_ENFORCE", false,
+                       "off, freeze or kill: the sandboxes on this host of an account over its "
+                       "trial or spend cap (freeze thaws them when the limit lifts)"},
         [O_ONCE] = {"once", OPT_FLAG, 0, 0, 0, NULL, NULL, false, "one round, then exit"},
         [O_TWICE] = {"send-twice", OPT_FLAG, 0, 0, 0, NULL, NULL, false,
                      "fault injection for tests: write every batch twice"},
@@ -138,6 +143,17 @@ int main(int argc, char **argv)
 		log_error("could not read the host name: %s; give --host-id", strerror(errno));
 		return 2;
 	}
+	enum enforce_mode enforce;
+	if (!enforce_mode_parse(v[O_ENFORCE].str, &enforce)) {
+		log_error("--enforce: \"%s\" is not one of off, freeze, kill", v[O_ENFORCE].str);
+		return 2;
+	}
+	if (enforce != ENFORCE_OFF && !v[O_SPOOL].str[0])
+		log_warn("--enforce without a spool: what is frozen is remembered in memory only, "
+		         "so a restart would not thaw it");
+	char frozen_file[CG_PATH_MAX + 16] = "";
+	if (v[O_SPOOL].str[0])
+		snprintf(frozen_file, sizeof frozen_file, "%s.frozen", v[O_SPOOL].str);
 	/* A database that does not answer must not stall sampling for long. */
 	setenv("PGCONNECT_TIMEOUT", "5", 0);
 	raise_nofile();
@@ -214,6 +230,7 @@ int main(int argc, char **argv)
 			}
 			collector_round(&c);
 			collector_flush(&c);
+			enforce_pass(&c, enforce, frozen_file);
 		}
 	}
 	summary(&c);

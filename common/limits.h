@@ -22,9 +22,11 @@ bool limits_notify(PGconn *c, const char *account, const char *limit, const char
                    const char *payload, char *err, size_t errlen);
 
 /*
- * After an account's usage changed: announces its trial grant spent (when it
- * had one) and its monthly spend cap reached (when it has one) for the month
- * holding now_us.
+ * After an account's usage, plan or limits changed: announces its trial grant
+ * spent (when it had one) and its monthly spend cap reached (when it has one)
+ * for the month holding now_us, and keeps account_limits (migration 0027:
+ * whether it is a trial account past its grant, whether its month reached the
+ * cap), which collectors that enforce limits read.
  */
 bool limits_check_usage(PGconn *c, const char *account, int64_t now_us,
                         const struct meter_plan *plans, size_t nplans, char *err, size_t errlen);

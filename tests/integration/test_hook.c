@@ -432,6 +432,35 @@ static int64_t kernel_cpu(const char *rel)
 	return v;
 }
 
+/* The real collector on this host's cgroups, pattern over their paths, --enforce mode. */
+static void start_collector(struct fx *f, const char *pattern, const char *mode)
+{
+	pid_t col = fork();
+	if (col == 0) {
+		char clog[160], spool[160];
+		snprintf(clog, sizeof clog, "%s/collector.log", f->dir);
+		snprintf(spool, sizeof spool, "%s/spool", f->dir);
+		int fd = open(clog, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		setenv("DATABASE_URL", f->db.url, 1);
+		execl(METER_COLLECTOR_BIN, METER_COLLECTOR_BIN, "--root", "/sys/fs/cgroup",
+		      "--match", pattern, "--interval", "250ms", "--rescan", "1s", "--host-id",
+		      "hook-test", "--spool", spool, "--enforce", mode, (char *)NULL);
+		_exit(127);
+	}
+	f->collector = col;
+}
+
+static void stop_collector(struct fx *f)
+{
+	if (f->collector > 0) {
+		kill(f->collector, SIGTERM);
+		waitpid(f->collector, NULL, 0);
+	}
+	f->collector = 0;
+}
+
 static void runc_containers_are_admitted_metered_refused_and_released(void **state)
 {
 	struct fx *f = *state;
@@ -444,20 +473,7 @@ static void runc_containers_are_admitted_metered_refused_and_released(void **sta
 	char v[64], log[8192], rel[160], pattern[160];
 	/* the collector on this host's real cgroups, under the same pattern */
 	snprintf(pattern, sizeof pattern, "%s/(?<account>[^/]+)/(?<sandbox>[^/]+)", f->holder);
-	pid_t col = fork();
-	if (col == 0) {
-		char clog[160];
-		snprintf(clog, sizeof clog, "%s/collector.log", f->dir);
-		int fd = open(clog, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		setenv("DATABASE_URL", f->db.url, 1);
-		execl(METER_COLLECTOR_BIN, METER_COLLECTOR_BIN, "--root", "/sys/fs/cgroup",
-		      "--match", pattern, "--interval", "250ms", "--rescan", "1s", "--host-id",
-		      "runc-test", (char *)NULL);
-		_exit(127);
-	}
-	f->collector = col;
+	start_collector(f, pattern, "off");
 	/* paidco holds one place (max_concurrent 1); c1 spins, then sleeps */
 	make_bundle(
 	        f, "c1", "paidco", "sbx-oci-1",
@@ -540,6 +556,167 @@ static void runc_containers_are_admitted_metered_refused_and_released(void **sta
 	        "1");
 }
 
+/* The figure after "key " in the v2 cgroup rel's file (cgroup.events, cpu.stat); -1: none. */
+static int64_t v2_key(const char *rel, const char *file, const char *key)
+{
+	char p[300], line[128];
+	size_t klen = strlen(key);
+	int64_t v = -1;
+	snprintf(p, sizeof p, "/sys/fs/cgroup/unified/%s/%s", rel, file);
+	FILE *in = fopen(p, "r");
+	if (in == NULL) {
+		snprintf(p, sizeof p, "/sys/fs/cgroup/%s/%s", rel, file);
+		in = fopen(p, "r");
+	}
+	while (in && fgets(line, sizeof line, in))
+		if (strncmp(line, key, klen) == 0 && line[klen] == ' ') {
+			v = strtoll(line + klen + 1, NULL, 10);
+			break;
+		}
+	if (in)
+		fclose(in);
+	return v;
+}
+
+static int v2_frozen(const char *rel)
+{
+	return (int)v2_key(rel, "cgroup.events", "frozen");
+}
+
+static int64_t v2_cpu(const char *rel)
+{
+	return v2_key(rel, "cpu.stat", "usage_usec");
+}
+
+/* Waits up to ms for the sandbox to be frozen (want 1) or running (0). */
+static bool wait_frozen(const char *rel, int want, int ms)
+{
+	for (int i = 0; i < ms / 50; i++) {
+		if (v2_frozen(rel) == want)
+			return true;
+		sleep_ms(50);
+	}
+	return false;
+}
+
+static bool log_has(struct fx *f, const char *text)
+{
+	char p[160], line[1024];
+	snprintf(p, sizeof p, "%s/collector.log", f->dir);
+	FILE *in = fopen(p, "r");
+	bool found = false;
+	while (in && !found && fgets(line, sizeof line, in))
+		found = strstr(line, text) != NULL;
+	if (in)
+		fclose(in);
+	return found;
+}
+
+/*
+ * A trial account with a grant of 1 s and a sandbox that spins: once the
+ * rollup finds the grant spent, the collector (--enforce freeze) freezes the
+ * sandbox's cgroup; made paid while the collector is down, the collector
+ * thaws it when back; a trial again and a collector with --enforce kill,
+ * its process is killed.
+ */
+static void an_account_past_its_trial_is_frozen_thawed_and_killed(void **state)
+{
+	struct fx *f = *state;
+	if (access("/sys/fs/cgroup/unified/cgroup.controllers", F_OK) != 0 &&
+	    access("/sys/fs/cgroup/cgroup.controllers", F_OK) != 0)
+		fail_msg("this test needs a cgroup2 hierarchy (unified or hybrid host)");
+	const char *v2 = access("/sys/fs/cgroup/unified/cgroup.controllers", F_OK) == 0
+	                         ? "/sys/fs/cgroup/unified"
+	                         : "/sys/fs/cgroup";
+	snprintf(f->holder, sizeof f->holder, "meter-enf-%d", (int)getpid());
+	snprintf(f->runc_root, sizeof f->runc_root, "%s/runc", f->dir);
+	char rel[160], path[300], pattern[160], v[64];
+	snprintf(rel, sizeof rel, "%s/tiny/sb-busy", f->holder);
+	snprintf(path, sizeof path, "%s/%s", v2, f->holder);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof path, "%s/%s/tiny", v2, f->holder);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof path, "%s/%s", v2, rel);
+	assert_int_equal(mkdir(path, 0755), 0);
+	assert_true(testdb_exec(&f->db,
+	                        "INSERT INTO accounts (id, name, plan, "
+	                        "trial_grant_seconds) VALUES ('tiny', 'Tiny', 'trial', 1)"));
+	struct http_res h;
+	const char *reg = "{\"id\": \"sb-busy\", \"account_id\": \"tiny\", \"vcpus\": 1, "
+	                  "\"memory_gib\": 1}";
+	http_do(f->api.port, "POST", "/v1/sandboxes", f->admin, reg, strlen(reg), &h);
+	assert_int_equal(h.status, 201);
+	http_free(&h);
+	/* a process that spins in the sandbox's cgroup */
+	f->c1 = fork();
+	if (f->c1 == 0) {
+		char procs[320], me[32];
+		snprintf(procs, sizeof procs, "%s/cgroup.procs", path);
+		snprintf(me, sizeof me, "%d\n", (int)getpid());
+		int fd = open(procs, O_WRONLY);
+		if (fd < 0 || write(fd, me, strlen(me)) < 0)
+			_exit(3);
+		close(fd);
+		for (volatile uint64_t x = 0;; x++)
+			;
+	}
+	snprintf(pattern, sizeof pattern, "%s/(?<account>[^/]+)/(?<sandbox>[^/]+)", f->holder);
+	start_collector(f, pattern, "freeze");
+	/* the grant is spent once the rollup has rated a second of it */
+	bool spent = false;
+	for (int i = 0; i < 300 && !spent; i++) {
+		testdb_value(&f->db,
+		             "SELECT trial_exhausted FROM account_limits WHERE account_id = "
+		             "'tiny'",
+		             v, sizeof v);
+		spent = strcmp(v, "t") == 0;
+		if (!spent)
+			sleep_ms(50);
+	}
+	assert_true(spent);
+	int64_t t0 = now_ms();
+	if (!wait_frozen(rel, 1, 3000))
+		fail_msg("sandbox not frozen 3 s after its account's trial was spent");
+	printf("frozen %lld ms after account_limits said the trial was spent\n",
+	       (long long)(now_ms() - t0));
+	assert_true(log_has(f, "froze sandbox sb-busy of account tiny (trial_exhausted)"));
+	int64_t c0 = v2_cpu(rel);
+	sleep_ms(500);
+	assert_int_equal(v2_cpu(rel), c0); /* no CPU while frozen */
+	/* made paid while the collector is down: the limit lifts, and the collector, back,
+	 * thaws what it froze before (it kept the list beside its spool) */
+	stop_collector(f);
+	http_do(f->api.port, "PATCH", "/v1/accounts/tiny", f->admin, "{\"plan\": \"paid\"}", 16,
+	        &h);
+	assert_int_equal(h.status, 200);
+	http_free(&h);
+	assert_int_equal(v2_frozen(rel), 1);
+	start_collector(f, pattern, "freeze");
+	if (!wait_frozen(rel, 0, 3000))
+		fail_msg("sandbox not thawed 3 s after its account was made paid");
+	sleep_ms(300);
+	assert_true(v2_cpu(rel) > c0);
+	assert_true(log_has(f, "thawed sandbox sb-busy of account tiny"));
+	/* a trial again, and a collector that kills */
+	stop_collector(f);
+	http_do(f->api.port, "PATCH", "/v1/accounts/tiny", f->admin, "{\"plan\": \"trial\"}", 17,
+	        &h);
+	assert_int_equal(h.status, 200);
+	http_free(&h);
+	start_collector(f, pattern, "kill");
+	int st = 0;
+	pid_t got = 0;
+	for (int i = 0; i < 100 && got == 0; i++) {
+		got = waitpid(f->c1, &st, WNOHANG);
+		if (got == 0)
+			sleep_ms(50);
+	}
+	assert_int_equal(got, f->c1);
+	f->c1 = 0;
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	assert_true(log_has(f, "killed sandbox sb-busy of account tiny (trial_exhausted)"));
+}
+
 int main(void)
 {
 	if (getenv("METER_TEST_ONLY"))
@@ -552,6 +729,8 @@ int main(void)
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(
 	                runc_containers_are_admitted_metered_refused_and_released, setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                an_account_past_its_trial_is_frozen_thawed_and_killed, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -219,7 +219,7 @@ static void two_runners_at_once_apply_each_migration_once(void **state)
 	"('sb-1', 11, '2026-10-01T00:00:10Z', 'acme', 'host-a', 5000000, 1024, 2048, 512, "        \
 	"4294967296, 2000)"
 
-static void the_collector_role_may_insert_samples_and_nothing_else(void **state)
+static void the_collector_role_may_insert_samples_and_read_account_limits_only(void **state)
 {
 	struct fixture *f = *state;
 	struct testdb *t = &f->t;
@@ -245,7 +245,11 @@ static void the_collector_role_may_insert_samples_and_nothing_else(void **state)
 		                                    st, sizeof st),
 		                    "");
 
+	/* what --enforce reads: whether an account is over a limit */
+	assert_string_equal(testdb_sqlstate(t, "SELECT * FROM account_limits", st, sizeof st), "");
 	const char *denied[] = {
+	        "INSERT INTO account_limits VALUES ('x', true, true, '2026-10-01')",
+	        "UPDATE account_limits SET trial_exhausted = false",
 	        "SELECT * FROM samples",
 	        "DELETE FROM samples",
 	        "UPDATE samples SET cpu_usage_us = 0",
@@ -354,6 +358,7 @@ static const struct placement {
         {"sandbox_month", BY_ACCOUNT, "account_id"},
         {"sandbox_month_cost", BY_ACCOUNT, "account_id"},
         {"usage_listings", BY_ACCOUNT, "account_id"},
+        {"account_limits", BY_ACCOUNT, "account_id"},
         {"webhook_deliveries", BY_ACCOUNT, "account_id"},
         {"webhook_attempts", BY_ACCOUNT, "account_id"},
         /* Small tables that do not grow with usage. */
@@ -728,7 +733,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(two_runners_at_once_apply_each_migration_once,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(
-	                the_collector_role_may_insert_samples_and_nothing_else, setup, teardown),
+	                the_collector_role_may_insert_samples_and_read_account_limits_only, setup,
+	                teardown),
 	        cmocka_unit_test_setup_teardown(the_schema_refuses_impossible_rows, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(every_growing_table_carries_its_distribution_key,
