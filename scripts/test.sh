@@ -30,6 +30,17 @@ if [[ ! -x $openapi/node_modules/.bin/redocly || $openapi/package-lock.json -nt 
 fi
 build=$(bash scripts/build.sh "${build_opt[@]}" | tail -n 1)
 
+# The Citus tests (label citus) need Citus: installed already, or built from
+# the release CITUS_SOURCE names. That is done before any cluster starts, as
+# the build's packages may update PostgreSQL's binaries.
+citus_args=()
+if [[ -n ${CITUS_SOURCE:-} ]] || bash scripts/citus.sh installed; then
+	bash scripts/citus.sh install
+else
+	echo "meter: the Citus tests (label citus) are not run: Citus is not installed and CITUS_SOURCE does not name a Citus release to build it from (see scripts/citus.sh)"
+	citus_args=(-LE citus)
+fi
+
 started=0
 stop_cluster() {
 	if [[ $started == 1 ]]; then bash "$here/scripts/pg.sh" stop; fi
@@ -45,4 +56,4 @@ if [[ -z ${DATABASE_URL:-} ]]; then
 fi
 
 cd "$build"
-ctest --output-on-failure -j"$(nproc)" "${ctest_args[@]}"
+ctest --output-on-failure -j"$(nproc)" "${citus_args[@]}" "${ctest_args[@]}"
