@@ -664,6 +664,7 @@ static void usage_from_two_processes_rollups_equals_rating_the_raw_samples(void 
 	}
 	/* The month's invoice is the reference's (no trial here). */
 	sql(f, "UPDATE accounts SET trial_grant_seconds = 0 WHERE id = 'acme'");
+	wait_rollups(f); /* the grant's change re-covers the trial (trial_queue) */
 	struct ref_invoice want;
 	int64_t october;
 	meter_time_parse("2026-10-01T00:00:00Z", &october);
@@ -1126,10 +1127,28 @@ static void runs(struct fx *f, const char *account, const char *prefix, int n, c
 static void final_invoices_never_change_and_late_usage_is_adjusted_later(void **state)
 {
 	struct fx *f = *state;
+	/* Three months by the clock: "October" two months ago, its invoice final;
+	 * "November" the last month, still a draft; "December" this one. A grace of
+	 * the time since this month began plus an hour makes that so on any day. */
+	int64_t now = (int64_t)time(NULL) * 1000000, dec = meter_month_start(now);
+	int64_t nov = meter_month_start(dec - 1), oct = meter_month_start(nov - 1);
+	char octm[8], novm[8], decm[8], oct_at[40], late_at[40], grace[48], path[64];
+	meter_time_format(oct, oct_at, sizeof oct_at);
+	meter_time_format(oct + INT64_C(19) * 86400000000, late_at, sizeof late_at);
+	snprintf(octm, sizeof octm, "%.7s", oct_at);
+	meter_time_format(nov, path, sizeof path);
+	snprintf(novm, sizeof novm, "%.7s", path);
+	meter_time_format(dec, path, sizeof path);
+	snprintf(decm, sizeof decm, "%.7s", path);
+	snprintf(grace, sizeof grace, "--invoice-grace=%llds",
+	         (long long)((now - dec) / 1000000 + 3600));
+	api_stop(&f->api);
+	assert_true(api_start(&f->api, METER_API_BIN, f->db.url, grace));
 	seed(f);
 	sql(f, "UPDATE accounts SET trial_grant_seconds = 0 WHERE id = 'acme'");
-	runs(f, "acme", "oct-", 10, "2026-10-01T00:00:00Z");
-	struct http_res r = call(f, "GET", "/v1/accounts/acme/invoices/2026-10", f->acct, NULL);
+	runs(f, "acme", "oct-", 10, oct_at);
+	snprintf(path, sizeof path, "/v1/accounts/acme/invoices/%s", octm);
+	struct http_res r = call(f, "GET", path, f->acct, NULL);
 	assert_int_equal(r.status, 200);
 	char *final_json = strdup(r.body);
 	cJSON *o = http_json(&r);
@@ -1137,28 +1156,32 @@ static void final_invoices_never_change_and_late_usage_is_adjusted_later(void **
 	assert_string_equal(str(o, "total_exact"), "0.0425"); /* 10 runs: 0.0125 + 0.03 */
 	cJSON_Delete(o);
 	http_free(&r);
-	r = call(f, "GET", "/v1/accounts/acme/invoices/2026-10?format=csv", f->acct, NULL);
+	snprintf(path, sizeof path, "/v1/accounts/acme/invoices/%s?format=csv", octm);
+	r = call(f, "GET", path, f->acct, NULL);
 	char *final_csv = strdup(r.body);
 	http_free(&r);
 
 	/* One more October run arrives late. */
-	runs(f, "acme", "late-", 1, "2026-10-20T00:00:00Z");
-	r = call(f, "GET", "/v1/accounts/acme/invoices/2026-10", f->acct, NULL);
+	runs(f, "acme", "late-", 1, late_at);
+	snprintf(path, sizeof path, "/v1/accounts/acme/invoices/%s", octm);
+	r = call(f, "GET", path, f->acct, NULL);
 	assert_string_equal(r.body, final_json); /* byte for byte */
 	http_free(&r);
-	r = call(f, "GET", "/v1/accounts/acme/invoices/2026-10?format=csv", f->acct, NULL);
+	snprintf(path, sizeof path, "/v1/accounts/acme/invoices/%s?format=csv", octm);
+	r = call(f, "GET", path, f->acct, NULL);
 	assert_string_equal(r.body, final_csv);
 	http_free(&r);
 	free(final_json);
 	free(final_csv);
 	/* It lands on November's draft, naming October. */
-	r = call(f, "GET", "/v1/accounts/acme/invoices/2026-11", f->acct, NULL);
+	snprintf(path, sizeof path, "/v1/accounts/acme/invoices/%s", novm);
+	r = call(f, "GET", path, f->acct, NULL);
 	o = http_json(&r);
 	assert_string_equal(str(o, "status"), "draft");
 	assert_string_equal(str(o, "total_exact"), "0.00425");
 	cJSON *l, *lines = cJSON_GetObjectItem(o, "lines");
 	assert_int_equal(cJSON_GetArraySize(lines), 2);
-	cJSON_ArrayForEach(l, lines) assert_string_equal(str(l, "for_month"), "2026-10");
+	cJSON_ArrayForEach(l, lines) assert_string_equal(str(l, "for_month"), octm);
 	assert_string_equal(str(cJSON_GetArrayItem(lines, 0), "item"), "cpu_adjustment");
 	cJSON_Delete(o);
 	http_free(&r);
@@ -1173,6 +1196,12 @@ static void final_invoices_never_change_and_late_usage_is_adjusted_later(void **
 	                         "TRUNCATE limit_notices",
 	                         ("INSERT INTO invoice_quantities VALUES ('acme', '2026-10-01', "
 	                          "'2026-10-01', 1, 0, 0, 0, 0, 0, 0)")};
+	char refused_insert[160];
+	snprintf(refused_insert, sizeof refused_insert,
+	         "INSERT INTO invoice_quantities VALUES ('acme', '%s-01', '%s-01', 1, 0, 0, 0, 0, "
+	         "0, 0)",
+	         octm, octm);
+	changes[7] = refused_insert;
 	for (int i = 0; i < 8; i++) {
 		PGresult *res = PQexec(f->db.conn, changes[i]);
 		const char *code = PQresultErrorField(res, PG_DIAG_SQLSTATE);
@@ -1184,17 +1213,20 @@ static void final_invoices_never_change_and_late_usage_is_adjusted_later(void **
 	/* November finalised (a grace of 0 s): December then has nothing more to adjust. */
 	struct run_result *rr = malloc(sizeof *rr);
 	const char *argv[] = {METER_BIN, "invoice", "--account", "acme", "--month",
-	                      "2026-11", "--grace", "0s",        NULL};
+	                      novm,      "--grace", "0s",        NULL};
 	run_program(argv, f->db.url, rr);
 	assert_int_equal(rr->status, 0);
 	assert_non_null(strstr(rr->out, "\"status\":\"final\""));
 	free(rr);
-	r = call(f, "GET", "/v1/accounts/acme/invoices/2026-12", f->acct, NULL);
+	snprintf(path, sizeof path, "/v1/accounts/acme/invoices/%s", decm);
+	r = call(f, "GET", path, f->acct, NULL);
 	o = http_json(&r);
 	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(o, "lines")), 0);
 	assert_string_equal(str(o, "total_exact"), "0.00");
 	cJSON_Delete(o);
 	http_free(&r);
+	api_stop(&f->api);
+	assert_true(api_start(&f->api, METER_API_BIN, f->db.url, "--log-level=info"));
 }
 
 static void a_sandbox_across_midnight_at_month_end_is_split_to_the_microsecond(void **state)
