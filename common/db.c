@@ -105,6 +105,18 @@ const char *db_sqlstate(const PGresult *r)
 	return s ? s : "";
 }
 
+int db_account_exists(PGconn *c, const char *id, char *err, size_t errlen)
+{
+	const char *p[] = {id};
+	PGresult *r = db_query(c, "SELECT 1 FROM accounts WHERE id = $1", 1, p, PGRES_TUPLES_OK,
+	                       "could not look the account up", err, errlen);
+	if (r == NULL)
+		return -1;
+	int n = PQntuples(r);
+	PQclear(r);
+	return n > 0;
+}
+
 PGresult *db_query(PGconn *c, const char *sql, int n, const char *const *params,
                    ExecStatusType want, const char *what, char *err, size_t errlen)
 {

@@ -67,4 +67,11 @@ void db_json_time(struct cJSON *o, const char *name, int64_t us);
 /* The SQLSTATE of a failed result, or "" when there is none. */
 const char *db_sqlstate(const PGresult *r);
 
+/* Whether account id exists: 1 yes, 0 no, -1 the query failed (err set).
+ * What an account-scoped key, session or webhook endpoint checks before it is
+ * written: on Citus those tables are reference tables and accounts is
+ * distributed, so no foreign key checks it there (docs/scaling.md). Accounts
+ * are never deleted, so the answer holds until the insert. */
+int db_account_exists(PGconn *c, const char *id, char *err, size_t errlen);
+
 #endif

@@ -55,6 +55,16 @@ bool key_create(PGconn *c, const char *account_id, char key[KEY_LEN + 1], int64_
 		return false;
 	memcpy(shown, fresh, KEY_SHOWN_CHARS);
 	shown[KEY_SHOWN_CHARS] = '\0';
+	if (account_id) {
+		int e = db_account_exists(c, account_id, err, errlen);
+		if (e <= 0) {
+			if (e == 0)
+				snprintf(err, errlen,
+				         "could not create key: account \"%s\" does not exist",
+				         account_id);
+			return false;
+		}
+	}
 	const char *params[] = {fresh, shown, account_id ? "account" : "admin", account_id};
 	PGresult *r =
 	        PQexecParams(c,
@@ -62,10 +72,7 @@ bool key_create(PGconn *c, const char *account_id, char key[KEY_LEN + 1], int64_
 	                     "VALUES (sha256(convert_to($1, 'UTF8')), $2, $3, $4) RETURNING id",
 	                     4, NULL, params, NULL, NULL, 0);
 	bool ok = false;
-	if (strcmp(db_sqlstate(r), "23503") == 0) {
-		snprintf(err, errlen, "could not create key: account \"%s\" does not exist",
-		         account_id);
-	} else if (db_check(r, PGRES_TUPLES_OK, "could not create key", err, errlen)) {
+	if (db_check(r, PGRES_TUPLES_OK, "could not create key", err, errlen)) {
 		int64_t v = 0;
 		(void)meter_decimal_parse(PQgetvalue(r, 0, 0), 0, false, &v);
 		*id = v;

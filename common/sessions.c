@@ -24,6 +24,14 @@ bool session_create(PGconn *c, const char *kind, const char *account, int64_t ke
 		return false;
 	snprintf(ttl, sizeof ttl, "%d", strcmp(kind, "link") == 0 ? LINK_TTL_S : SESSION_TTL_S);
 	snprintf(kid, sizeof kid, "%lld", (long long)key_id);
+	if (account) {
+		int e = db_account_exists(c, account, err, errlen);
+		if (e <= 0) {
+			if (e == 0)
+				snprintf(err, errlen, "account \"%s\" does not exist", account);
+			return false;
+		}
+	}
 	const char *p[] = {t,       kind, account ? "account" : "admin",
 	                   account, ttl,  key_id > 0 ? kid : NULL};
 	PGresult *r =
@@ -32,13 +40,7 @@ bool session_create(PGconn *c, const char *kind, const char *account, int64_t ke
 	                     "expires_at, key_id) VALUES (sha256(convert_to($1, 'UTF8')), $2, $3, "
 	                     "$4, now() + $5::integer * interval '1 second', $6)",
 	                     6, NULL, p, NULL, NULL, 0);
-	bool ok;
-	if (strcmp(db_sqlstate(r), "23503") == 0) {
-		snprintf(err, errlen, "account \"%s\" does not exist", account);
-		ok = false;
-	} else {
-		ok = db_check(r, PGRES_COMMAND_OK, "could not make a session", err, errlen);
-	}
+	bool ok = db_check(r, PGRES_COMMAND_OK, "could not make a session", err, errlen);
 	PQclear(r);
 	if (ok)
 		memcpy(token, t, sizeof t);

@@ -118,6 +118,15 @@ bool webhook_create(PGconn *c, const char *url, unsigned events, const char *acc
 			snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
 			         list[1] ? "," : "", webhook_event_names[i]);
 	snprintf(list + strlen(list), sizeof list - strlen(list), "}");
+	if (account) {
+		int e = db_account_exists(c, account, err, errlen);
+		if (e <= 0) {
+			*no_account = e == 0;
+			if (e == 0)
+				snprintf(err, errlen, "account \"%s\" does not exist", account);
+			return false;
+		}
+	}
 	const char *p[] = {url, list, account, fresh + strlen(WEBHOOK_SECRET_PREFIX)};
 	PGresult *r =
 	        PQexecParams(c,
@@ -125,11 +134,7 @@ bool webhook_create(PGconn *c, const char *url, unsigned events, const char *acc
 	                     "VALUES ($1, $2::text[], $3, $4) RETURNING id",
 	                     4, NULL, p, NULL, NULL, 0);
 	bool ok = false;
-	if (strcmp(db_sqlstate(r), "23503") == 0) {
-		*no_account = true;
-		snprintf(err, errlen, "account \"%s\" does not exist", account);
-	} else if (db_check(r, PGRES_TUPLES_OK, "could not create the webhook endpoint", err,
-	                    errlen)) {
+	if (db_check(r, PGRES_TUPLES_OK, "could not create the webhook endpoint", err, errlen)) {
 		ok = meter_decimal_parse(PQgetvalue(r, 0, 0), 0, false, id) == METER_OK;
 		if (ok)
 			memcpy(secret, fresh, sizeof fresh);

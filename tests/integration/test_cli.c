@@ -169,6 +169,12 @@ static void a_created_key_is_printed_once_and_stored_only_as_a_hash(void **state
 	assert_int_equal(res.status, 1);
 	assert_non_null(strstr(res.err, "account \"nobody\" does not exist"));
 	assert_string_equal(testdb_value(t, "SELECT count(*) FROM api_keys", v, sizeof v), "2");
+	/* a link for it neither: the account is looked up, not left to a foreign key
+	 * (which Citus does not keep, docs/scaling.md) */
+	meter(t, "login-link --account nobody");
+	assert_int_equal(res.status, 1);
+	assert_non_null(strstr(res.err, "account \"nobody\" does not exist"));
+	assert_string_equal(testdb_value(t, "SELECT count(*) FROM sessions", v, sizeof v), "0");
 }
 
 static void prices_come_from_the_price_plans_table(void **state)
