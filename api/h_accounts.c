@@ -318,11 +318,12 @@ void h_sandbox_new(struct req *r)
 	        {"vcpus", IN_DECIMAL, 3, 1, 256000, true, NULL},
 	        {"memory_gib", IN_DECIMAL, 3, 1, 1024000, true, NULL},
 	        {"started_at", IN_TIME, 0, 0, 0, false, NULL},
+	        {"admit", IN_BOOL, 0, 0, 0, false, NULL},
 	};
-	struct in_value v[5];
+	struct in_value v[6];
 	struct account_state s;
 	struct quota_answer q;
-	cJSON *o = body_fields(r, f, 5, v, false);
+	cJSON *o = body_fields(r, f, 6, v, false);
 	if (o == NULL)
 		return;
 	cJSON_Delete(o);
@@ -354,6 +355,19 @@ void h_sandbox_new(struct req *r)
 		PQclear(a);
 		rollback(c);
 		return;
+	}
+	if (PQntuples(a) == 1 && v[5].set && v[5].num) {
+		/* Admitting (meter-hook): the sandbox has not started, the collector only saw
+		 * its cgroup being made, so the limits are decided as if it had not. */
+		struct account_state others = s;
+		others.running--;
+		quota_decide(&others, &q);
+		if (!q.allowed) {
+			PQclear(a);
+			rollback(c);
+			answer_refusal(r, &q);
+			return;
+		}
 	}
 	if (PQntuples(a) == 1) {
 		const char *mark[] = {v[0].text, NULL};

@@ -217,6 +217,15 @@ static bool take_text(const struct in_field *f, const char *s, struct in_value *
 			return false;
 		}
 		break;
+	case IN_BOOL:
+		if (strcmp(s, "true") != 0 && strcmp(s, "false") != 0) {
+			problem_set(p, 422, "invalid-field", "Invalid field",
+			            "%s \"%s\" must be true or false, not \"%.64s\"", where,
+			            f->name, s);
+			return false;
+		}
+		v->num = s[0] == 't';
+		break;
 	case IN_ENUM: {
 		size_t n = strlen(s);
 		const char *c = f->choices;
@@ -308,7 +317,14 @@ bool in_fields(const cJSON *obj, const struct in_field *f, size_t n, struct in_v
 			continue;
 		char text[64];
 		const char *s = NULL;
-		if (cJSON_IsString(it)) {
+		if (f[i].type == IN_BOOL) {
+			if (!cJSON_IsBool(it)) {
+				problem_set(p, 400, "invalid-type", "Wrong type",
+				            "field \"%s\" must be true or false", f[i].name);
+				return false;
+			}
+			s = cJSON_IsTrue(it) ? "true" : "false";
+		} else if (cJSON_IsString(it)) {
 			s = it->valuestring;
 		} else if (cJSON_IsNumber(it) && f[i].type == IN_DECIMAL) {
 			if (!shortest(it->valuedouble, text, sizeof text)) {

@@ -26,6 +26,7 @@ enum in_type {
 	IN_TIME,    /* RFC 3339, stored as µs */
 	IN_ENUM,    /* one of .choices ("trial|paid") */
 	IN_MONTH,   /* YYYY-MM, stored as the month's first µs */
+	IN_BOOL,    /* JSON true or false (a query's "true" or "false"), stored as 1 or 0 */
 };
 
 struct in_field {

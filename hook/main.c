@@ -234,7 +234,7 @@ static int admit(const struct api *a, const char *account, const char *sandbox, 
 	meter_decimal_format(memory, 3, 0, m, sizeof m);
 	snprintf(body, sizeof body,
 	         "{\"id\": \"%s\", \"account_id\": \"%s\", \"vcpus\": \"%s\", \"memory_gib\": "
-	         "\"%s\"}",
+	         "\"%s\", \"admit\": true}",
 	         sandbox, account, v, m);
 	snprintf(what, sizeof what, "sandbox %s of account %s", sandbox, account);
 	int code;

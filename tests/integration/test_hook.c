@@ -161,6 +161,23 @@ static void admitted_refused_and_released(void **state)
 	assert_int_equal(hook(r, "admit", "--account", "acme", "--sandbox", "sb-2", "--vcpus", "1",
 	                      "--memory-gib", "1", NULL),
 	                 0);
+	/* The collector saw a new container's cgroup (made before the runtime's
+	 * createRuntime hook runs) and registered it from its limits: the admission is
+	 * still decided without it, so a full account refuses it. */
+	testdb_value(&f->db,
+	             "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us, "
+	             "account_id, cpu_limit_millicores, memory_limit_bytes) VALUES ('sb-c', 1, "
+	             "now(), 'h', 0, 'acme', 1000, 1073741824) RETURNING 'ok'",
+	             v, sizeof v);
+	assert_string_equal(testdb_value(&f->db,
+	                                 "SELECT count(*) FROM sandboxes WHERE id = 'sb-c' "
+	                                 "AND stopped_at IS NULL",
+	                                 v, sizeof v),
+	                    "1");
+	assert_int_equal(hook(r, "admit", "--account", "acme", "--sandbox", "sb-c", "--vcpus", "1",
+	                      "--memory-gib", "1", NULL),
+	                 1);
+	assert_non_null(strstr(r->err, "concurrency_limit"));
 	free(r);
 }
 

@@ -480,11 +480,18 @@ static void compare_month(struct run *r, const struct scenario *s, int a, const 
 		say(diff, len, "  %s: status %d\n", path, res.status);
 		return;
 	}
+	/* A draft under meter-api's grace of 90 days (2160h), final past it (the
+	 * upkeep that would store it runs at meter-api's start, before the feed, so
+	 * its figures are the ones compared). */
+	const char *status =
+	        (int64_t)time(NULL) * 1000000 >= meter_month_next(at(t)) + INT64_C(2160) * HOUR
+	                ? "final"
+	                : "draft";
 	cJSON *lines = cJSON_GetObjectItem(o, "lines");
 	int n = cJSON_GetArraySize(lines);
 	int64_t total = 0;
 	bool same = n == want.nlines && nano(field(o, "total_exact"), &total) &&
-	            total == want.total_nano && strcmp(field(o, "status"), "draft") == 0;
+	            total == want.total_nano && strcmp(field(o, "status"), status) == 0;
 	for (int i = 0; same && i < n; i++) {
 		cJSON *l = cJSON_GetArrayItem(lines, i);
 		int64_t amount;
