@@ -114,6 +114,8 @@ int db_account_exists(PGconn *c, const char *id, char *err, size_t errlen)
 		return -1;
 	int n = PQntuples(r);
 	PQclear(r);
+	if (n == 0)
+		snprintf(err, errlen, "account \"%s\" does not exist", id);
 	return n > 0;
 }
 

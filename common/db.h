@@ -67,7 +67,8 @@ void db_json_time(struct cJSON *o, const char *name, int64_t us);
 /* The SQLSTATE of a failed result, or "" when there is none. */
 const char *db_sqlstate(const PGresult *r);
 
-/* Whether account id exists: 1 yes, 0 no, -1 the query failed (err set).
+/* Whether account id exists: 1 yes, 0 no, -1 the query failed; err says why
+ * for 0 ("account \"ID\" does not exist") and -1.
  * What an account-scoped key, session or webhook endpoint checks before it is
  * written: on Citus those tables are reference tables and accounts is
  * distributed, so no foreign key checks it there (docs/scaling.md). Accounts

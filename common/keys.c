@@ -55,16 +55,8 @@ bool key_create(PGconn *c, const char *account_id, char key[KEY_LEN + 1], int64_
 		return false;
 	memcpy(shown, fresh, KEY_SHOWN_CHARS);
 	shown[KEY_SHOWN_CHARS] = '\0';
-	if (account_id) {
-		int e = db_account_exists(c, account_id, err, errlen);
-		if (e <= 0) {
-			if (e == 0)
-				snprintf(err, errlen,
-				         "could not create key: account \"%s\" does not exist",
-				         account_id);
-			return false;
-		}
-	}
+	if (account_id && db_account_exists(c, account_id, err, errlen) <= 0)
+		return false;
 	const char *params[] = {fresh, shown, account_id ? "account" : "admin", account_id};
 	PGresult *r =
 	        PQexecParams(c,

@@ -24,14 +24,8 @@ bool session_create(PGconn *c, const char *kind, const char *account, int64_t ke
 		return false;
 	snprintf(ttl, sizeof ttl, "%d", strcmp(kind, "link") == 0 ? LINK_TTL_S : SESSION_TTL_S);
 	snprintf(kid, sizeof kid, "%lld", (long long)key_id);
-	if (account) {
-		int e = db_account_exists(c, account, err, errlen);
-		if (e <= 0) {
-			if (e == 0)
-				snprintf(err, errlen, "account \"%s\" does not exist", account);
-			return false;
-		}
-	}
+	if (account && db_account_exists(c, account, err, errlen) <= 0)
+		return false;
 	const char *p[] = {t,       kind, account ? "account" : "admin",
 	                   account, ttl,  key_id > 0 ? kid : NULL};
 	PGresult *r =

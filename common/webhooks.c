@@ -118,14 +118,10 @@ bool webhook_create(PGconn *c, const char *url, unsigned events, const char *acc
 			snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
 			         list[1] ? "," : "", webhook_event_names[i]);
 	snprintf(list + strlen(list), sizeof list - strlen(list), "}");
-	if (account) {
-		int e = db_account_exists(c, account, err, errlen);
-		if (e <= 0) {
-			*no_account = e == 0;
-			if (e == 0)
-				snprintf(err, errlen, "account \"%s\" does not exist", account);
-			return false;
-		}
+	int known = account ? db_account_exists(c, account, err, errlen) : 1;
+	if (known <= 0) {
+		*no_account = known == 0;
+		return false;
 	}
 	const char *p[] = {url, list, account, fresh + strlen(WEBHOOK_SECRET_PREFIX)};
 	PGresult *r =
