@@ -334,9 +334,14 @@ void h_sandbox_new(struct req *r)
 		return;
 	}
 	PGconn *c = req_db(r);
+	bool retried = false;
+again:
 	if (c == NULL || !begin(r, c))
 		return;
-	/* The account row lock serialises registrations of one account. */
+	/* The account row lock serialises registrations of one account. It is FOR NO KEY
+	 * UPDATE: a transaction keying a row to the account (the collector registering a
+	 * sandbox it found, the rollup queueing a trial or a notice) holds KEY SHARE on it
+	 * until it commits, and registration does not wait for that. */
 	if (!account_state_load(r, c, v[1].text, true, &s)) {
 		rollback(c);
 		return;
@@ -399,6 +404,14 @@ void h_sandbox_new(struct req *r)
 	}
 	PQclear(m);
 	PGresult *res = q_exec(c, Q_SANDBOX_NEW, 5, params);
+	if (strcmp(db_sqlstate(res), "23505") == 0 && !retried) {
+		/* The collector registered it meanwhile (its insert committed while ours
+		 * waited on the id): once more, to adopt it. */
+		PQclear(res);
+		rollback(c);
+		retried = true;
+		goto again;
+	}
 	if (strcmp(db_sqlstate(res), "23505") == 0)
 		reply_problemf(r, 409, "conflict", "Already exists",
 		               "sandbox \"%s\" already exists", v[0].text);

@@ -38,7 +38,7 @@ static const char *const sql[Q_COUNT] = {
                                   "memory_gib_hour::text, cpu_floor::text FROM price_plans "
                                   "ORDER BY effective_from",
         [Q_ACCOUNT] = "SELECT " ACCOUNT_COLS " FROM accounts WHERE id = $1",
-        [Q_ACCOUNT_LOCK] = "SELECT " ACCOUNT_COLS " FROM accounts WHERE id = $1 FOR UPDATE",
+        [Q_ACCOUNT_LOCK] = "SELECT " ACCOUNT_COLS " FROM accounts WHERE id = $1 FOR NO KEY UPDATE",
         [Q_ACCOUNT_NEW] = "INSERT INTO accounts (id, name, plan, monthly_spend_cap) "
                           "VALUES ($1, $2, $3, $4::numeric) RETURNING " ACCOUNT_COLS,
         /* After Q_ACCOUNT_LOCK when locking: a statement of its own, so its snapshot is

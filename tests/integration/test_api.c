@@ -467,6 +467,39 @@ static void concurrent_registrations_admit_exactly_the_limit(void **state)
 	assert_string_equal(str(o, "reason"), "concurrency_limit");
 	cJSON_Delete(o);
 	http_free(&r);
+	/* A transaction that keys a row to the account (a rollup queueing its trial, a
+	 * notice, the collector registering a sandbox it found) holds the account row
+	 * KEY SHARE until it commits; registration's lock does not wait for it. */
+	sql(f, "UPDATE accounts SET max_concurrent = 1000 WHERE id = 'acme'");
+	PGresult *k = PQexec(f->db.conn, "BEGIN; INSERT INTO trial_queue (account_id) VALUES "
+	                                 "('acme') ON CONFLICT DO NOTHING");
+	assert_int_equal(PQresultStatus(k), PGRES_COMMAND_OK);
+	PQclear(k);
+	r = call(f, "POST", "/v1/sandboxes", f->admin,
+	         "{\"id\": \"sb-keyed\", \"account_id\": \"acme\", \"vcpus\": 1, "
+	         "\"memory_gib\": 1}");
+	int status = r.status;
+	http_free(&r);
+	k = PQexec(f->db.conn, "ROLLBACK");
+	PQclear(k);
+	assert_int_equal(status, 201);
+	/* The collector registers race-7000 from its cgroup (its transaction still open)
+	 * while the platform registers it: the platform's waits on the id, then adopts the
+	 * collector's row (200), instead of "already exists". */
+	k = PQexec(f->db.conn,
+	           "BEGIN; INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us, "
+	           "account_id, cpu_limit_millicores, memory_limit_bytes) VALUES ('race-7000', 1, "
+	           "now(), 'h', 0, 'acme', 1000, 1073741824)");
+	assert_int_equal(PQresultStatus(k), PGRES_COMMAND_OK);
+	PQclear(k);
+	struct reg late = {.f = f, .i = 7000};
+	pthread_t lt;
+	assert_int_equal(pthread_create(&lt, NULL, register_one, &late), 0);
+	usleep(300000);
+	k = PQexec(f->db.conn, "COMMIT");
+	PQclear(k);
+	pthread_join(lt, NULL);
+	assert_int_equal(late.status, 200);
 }
 
 static void wait_rollups(struct fx *f)
