@@ -491,10 +491,12 @@ static void runc_containers_are_admitted_metered_refused_and_released(void **sta
 	/* the collector on this host's real cgroups, under the same pattern */
 	snprintf(pattern, sizeof pattern, "%s/(?<account>[^/]+)/(?<sandbox>[^/]+)", f->holder);
 	start_collector(f, pattern, "off");
-	/* paidco holds one place (max_concurrent 1); c1 spins, then sleeps */
+	/* paidco holds one place (max_concurrent 1); c1 spins, then sleeps until the test
+	 * kills it (long: on a loaded machine the checks below may take a minute, and its
+	 * cgroup must outlast them) */
 	make_bundle(
 	        f, "c1", "paidco", "sbx-oci-1",
-	        "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; exec /bin/busybox sleep 60");
+	        "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; exec /bin/busybox sleep 600");
 	f->c1 = runc_start(f, "c1");
 	snprintf(rel, sizeof rel, "%s/paidco/sbx-oci-1", f->holder);
 	/* admitted by the hook: registered with the bundle's size */
