@@ -363,9 +363,11 @@ again:
 	}
 	if (PQntuples(a) == 1 && v[5].set && v[5].num) {
 		/* Admitting (meter-hook): the sandbox has not started, the collector only saw
-		 * its cgroup being made, so the limits are decided as if it had not. */
+		 * its cgroup being made, so the limits are decided as if it had not. Only a
+		 * row still running (no stopped_at, column 5) is among the account's running. */
 		struct account_state others = s;
-		others.running--;
+		if (PQgetisnull(a, 0, 5) && others.running > 0)
+			others.running--;
 		quota_decide(&others, &q);
 		if (!q.allowed) {
 			PQclear(a);

@@ -426,26 +426,49 @@ static void read_log(struct fx *f, const char *name, char *out, size_t len)
 		fclose(in);
 }
 
-/* CPU µs the kernel counted for cgroup rel: cpuacct.usage (v1) or cpu.stat (v2). */
+/* The figure after "key " in the v2 cgroup rel's file (cgroup.events, cpu.stat); -1: none. */
+static int64_t v2_key(const char *rel, const char *file, const char *key)
+{
+	char p[300], line[128];
+	size_t klen = strlen(key);
+	int64_t v = -1;
+	snprintf(p, sizeof p, "/sys/fs/cgroup/unified/%s/%s", rel, file);
+	FILE *in = fopen(p, "r");
+	if (in == NULL) {
+		snprintf(p, sizeof p, "/sys/fs/cgroup/%s/%s", rel, file);
+		in = fopen(p, "r");
+	}
+	while (in && fgets(line, sizeof line, in))
+		if (strncmp(line, key, klen) == 0 && line[klen] == ' ') {
+			v = strtoll(line + klen + 1, NULL, 10);
+			break;
+		}
+	if (in)
+		fclose(in);
+	return v;
+}
+
+static int64_t v2_cpu(const char *rel)
+{
+	return v2_key(rel, "cpu.stat", "usage_usec");
+}
+
+/* CPU µs the kernel counted for cgroup rel, from the file the collector reads:
+ * cpu.stat (v2, also on a hybrid host's unified hierarchy), else cpuacct.usage (v1).
+ * The two differ on a hybrid host by what ran before the task joined both. */
 static int64_t kernel_cpu(const char *rel)
 {
-	char p[300], buf[4096];
-	int64_t v = -1;
+	int64_t v = v2_cpu(rel);
+	if (v >= 0)
+		return v;
+	char p[300];
 	snprintf(p, sizeof p, "/sys/fs/cgroup/cpuacct/%s/cpuacct.usage", rel);
 	FILE *in = fopen(p, "r");
 	if (in) {
 		if (fscanf(in, "%" SCNd64, &v) == 1)
 			v /= 1000;
 		fclose(in);
-		return v;
 	}
-	snprintf(p, sizeof p, "/sys/fs/cgroup/%s/cpu.stat", rel);
-	in = fopen(p, "r");
-	while (in && fgets(buf, sizeof buf, in))
-		if (sscanf(buf, "usage_usec %" SCNd64, &v) == 1)
-			break;
-	if (in)
-		fclose(in);
 	return v;
 }
 
@@ -575,36 +598,9 @@ static void runc_containers_are_admitted_metered_refused_and_released(void **sta
 	        "1");
 }
 
-/* The figure after "key " in the v2 cgroup rel's file (cgroup.events, cpu.stat); -1: none. */
-static int64_t v2_key(const char *rel, const char *file, const char *key)
-{
-	char p[300], line[128];
-	size_t klen = strlen(key);
-	int64_t v = -1;
-	snprintf(p, sizeof p, "/sys/fs/cgroup/unified/%s/%s", rel, file);
-	FILE *in = fopen(p, "r");
-	if (in == NULL) {
-		snprintf(p, sizeof p, "/sys/fs/cgroup/%s/%s", rel, file);
-		in = fopen(p, "r");
-	}
-	while (in && fgets(line, sizeof line, in))
-		if (strncmp(line, key, klen) == 0 && line[klen] == ' ') {
-			v = strtoll(line + klen + 1, NULL, 10);
-			break;
-		}
-	if (in)
-		fclose(in);
-	return v;
-}
-
 static int v2_frozen(const char *rel)
 {
 	return (int)v2_key(rel, "cgroup.events", "frozen");
-}
-
-static int64_t v2_cpu(const char *rel)
-{
-	return v2_key(rel, "cpu.stat", "usage_usec");
 }
 
 /* Waits up to ms for the sandbox to be frozen (want 1) or running (0). */
