@@ -88,11 +88,13 @@ void h_metrics(struct req *r)
 		reply_problemf(r, 500, "internal", "Internal error", "out of memory");
 		return;
 	}
-	for (int i = 0; i < routes_count && i < METRICS_ROUTES - 1; i++) {
-		snprintf(store[i], sizeof store[i], "%s %s", routes[i].method, routes[i].pattern);
-		names[i] = store[i];
+	int named = 0;
+	for (; named < routes_count && named < METRICS_ROUTES - 1; named++) {
+		snprintf(store[named], sizeof store[named], "%s %s", routes[named].method,
+		         routes[named].pattern);
+		names[named] = store[named];
 	}
-	used = metrics_render(buf, cap, names, routes_count);
+	used = metrics_render(buf, cap, names, named);
 	used += (size_t)snprintf(buf + used, cap - used,
 	                         "# HELP meter_database_errors_total Database failures seen by "
 	                         "requests.\n# TYPE meter_database_errors_total counter\n"

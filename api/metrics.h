@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define METRICS_ROUTES 32 /* route indexes; the last one is "unmatched" */
+#define METRICS_ROUTES 64 /* route indexes; the last one is "unmatched" */
 
 void metrics_request(int route, unsigned status, int64_t ns);
 

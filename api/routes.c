@@ -1,5 +1,7 @@
 #include "api/routes.h"
 
+#include "api/metrics.h"
+
 /*
  * Every route the API serves; the OpenAPI document must describe each (a test
  * checks). The figure bounds each statement of a request (ms; none:
@@ -54,3 +56,6 @@ const struct route routes[] = {
         {"GET", "/dashboard/exports/{month}", AUTH_ANY, h_dashboard_export, true, 300000, SLOW},
 };
 const int routes_count = sizeof routes / sizeof routes[0];
+/* Each route has its own metrics, and the last index is for requests matching none. */
+_Static_assert(sizeof routes / sizeof routes[0] < METRICS_ROUTES,
+               "more routes than METRICS_ROUTES - 1: raise it in api/metrics.h");

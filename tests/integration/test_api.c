@@ -173,10 +173,21 @@ static void public_routes_give_the_published_figures(void **state)
 	r = call(f, "GET", "/readyz", NULL, NULL);
 	assert_int_equal(r.status, 200);
 	http_free(&r);
+	/* a route listed late and a path of none are each counted under their own name */
+	r = call(f, "POST", "/logout", NULL, NULL);
+	http_free(&r);
+	r = call(f, "GET", "/no/such/route", NULL, NULL);
+	http_free(&r);
 	r = call(f, "GET", "/metrics", NULL, NULL);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strstr(
 	        r.body, "meter_http_requests_total{route=\"GET /v1/rates\",status=\"200\"} 1"));
+	assert_non_null(strstr(r.body, "meter_http_requests_total{route=\"POST /logout\",status="));
+	assert_non_null(strstr(r.body, "{route=\"unmatched\",status=\"404\"} 1"));
+	for (const char *p = r.body; *p; p++)
+		if ((unsigned char)*p >= 0x7f || ((unsigned char)*p < 0x20 && *p != '\n'))
+			fail_msg("/metrics has a byte 0x%02x at %td", (unsigned char)*p,
+			         p - r.body);
 	assert_non_null(strstr(r.body, "meter_rollup_lag_seconds"));
 	assert_non_null(strstr(r.body, "meter_database_errors_total"));
 	assert_non_null(strstr(r.body, "meter_http_request_duration_seconds_bucket"));
