@@ -67,9 +67,11 @@ bool writer_write(PGconn *c, const char *role, const char *data, size_t len, lon
 	PQclear(r);
 	while ((r = PQgetResult(c)) != NULL) /* the end of the COPY command */
 		PQclear(r);
-	/* The INSERT's row count comes back with the COMMIT's result: send both at once. */
-	if (!PQsendQuery(c, "INSERT INTO samples (" BATCH_COLUMNS ") SELECT " BATCH_COLUMNS
-	                    " FROM meter_staging ON CONFLICT DO NOTHING; COMMIT")) {
+	/* meter_samples_ingest (migrations/0028) inserts the batch, leaving out samples
+	 * already there (a batch sent twice), and marks the rollup queue in the same
+	 * statement; the count it inserted comes back with the COMMIT's result. */
+	if (!PQsendQuery(c, "SELECT meter_samples_ingest(array_agg(ROW(" BATCH_COLUMNS
+	                    ")::meter_sample_row)) FROM meter_staging; COMMIT")) {
 		snprintf(err, errlen, "could not insert samples: %s", PQerrorMessage(c));
 		err[strcspn(err, "\n")] = '\0';
 		goto out;
@@ -77,15 +79,17 @@ bool writer_write(PGconn *c, const char *role, const char *data, size_t len, lon
 	int64_t n = -1;
 	bool committed = false, failed = false;
 	while ((r = PQgetResult(c)) != NULL) {
-		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		ExecStatusType st = PQresultStatus(r);
+		if (st == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+			if (meter_decimal_parse(PQgetvalue(r, 0, 0), 0, false, &n) != METER_OK)
+				n = -1;
+		} else if (st == PGRES_COMMAND_OK && strcmp(PQcmdStatus(r), "COMMIT") == 0) {
+			committed = true;
+		} else {
 			if (!failed)
-				db_check(r, PGRES_COMMAND_OK, "could not insert samples", err,
+				db_check(r, PGRES_TUPLES_OK, "could not insert samples", err,
 				         errlen);
 			failed = true;
-		} else if (strcmp(PQcmdStatus(r), "COMMIT") == 0) {
-			committed = true;
-		} else if (meter_decimal_parse(PQcmdTuples(r), 0, false, &n) != METER_OK) {
-			n = -1;
 		}
 		PQclear(r);
 	}
