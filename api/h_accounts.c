@@ -211,7 +211,7 @@ void h_account_patch(struct req *r)
 	        "ELSE monthly_spend_cap END, max_concurrent = coalesce($4::integer, "
 	        "max_concurrent), plan = coalesce($5, plan) "
 	        "WHERE id = $1 RETURNING id, name, plan, trial_grant_seconds, max_concurrent, "
-	        "monthly_spend_cap::text, (extract(epoch FROM created_at) * 1000000)::bigint",
+	        "monthly_spend_cap::text, meter_us(created_at)",
 	        5, NULL, params, NULL, NULL, 0);
 	struct account a;
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)

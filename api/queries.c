@@ -4,8 +4,11 @@
 
 #include "common/db.h"
 
-#define US(col) "(extract(epoch FROM " col ") * 1000000)::bigint"
-#define TS(n)   "('epoch'::timestamptz + (" n ")::bigint * interval '1 microsecond')"
+/* meter_us, meter_ts (migrations/0030_on_citus.sql): immutable, as Citus needs in RETURNING.
+ * US takes a timestamptz; EPOCH_US a timestamp (read as UTC) or an interval. */
+#define US(col)     "meter_us(" col ")"
+#define EPOCH_US(x) "(extract(epoch FROM " x ") * 1000000)::bigint"
+#define TS(n)       "meter_ts((" n ")::bigint)"
 
 #define ACCOUNT_COLS                                                                               \
 	"id, name, plan, trial_grant_seconds, max_concurrent, monthly_spend_cap::text, " US(       \
@@ -45,7 +48,9 @@ static const char *const sql[Q_COUNT] = {
          * taken once the lock is held and sees every registration before it. */
         [Q_STATE] =
                 "SELECT " ACCOUNT_COLS ", "
-                "(SELECT count(*) FROM sandboxes s WHERE s.account_id = a.id "
+                /* by $1, not a.id: on Citus sandboxes are spread by sandbox, and this
+                 * count is a query of its own over their shards (docs/scaling.md) */
+                "(SELECT count(*) FROM sandboxes s WHERE s.account_id = $1 "
                 "  AND s.stopped_at IS NULL), "
                 /* before this month, capped at the grant */
                 "least(a.trial_grant_seconds * 1000000, (SELECT coalesce(sum(wall_us), 0) "
@@ -191,7 +196,7 @@ static const char *const sql[Q_COUNT] = {
         [Q_RUNNING_COUNT] = "SELECT count(*) FROM sandboxes WHERE account_id = $1 "
                             "AND stopped_at IS NULL",
         /* days by their UTC date, as the rollup keeps them (migrations/0021) */
-        [Q_DAILY] = "SELECT " US(
+        [Q_DAILY] = "SELECT " EPOCH_US(
                 "day::timestamp") ", price_plan_id, cpu_measured_us, "
                                   "cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us FROM "
                                   "account_day "
@@ -203,7 +208,7 @@ static const char *const sql[Q_COUNT] = {
         [Q_ROLLUP_STATS] =
                 "SELECT count(*) FILTER (WHERE waiting IS NULL), "
                 "count(*) FILTER (WHERE waiting_kind = 'unregistered'), "
-                "coalesce(" US(
+                "coalesce(" EPOCH_US(
                         "clock_timestamp() - min(queued_at) FILTER (WHERE waiting "
                         "IS NULL)") ", 0) "
                                     ", count(*) FILTER (WHERE waiting_kind = 'parked'), "

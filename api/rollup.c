@@ -21,7 +21,8 @@
 #include "meter/trial.h"
 
 #define US(col) "(extract(epoch FROM " col ") * 1000000)::bigint"
-#define TS(n)   "('epoch'::timestamptz + (" n ")::bigint * interval '1 microsecond')"
+/* meter_ts (migrations/0030_on_citus.sql): immutable, so Citus sends what uses it to shards */
+#define TS(n) "meter_ts((" n ")::bigint)"
 
 /*
  * Marks taken in one transaction. Every statement of a batch serves all of
@@ -330,8 +331,7 @@ static bool auto_register(PGconn *c, struct job *j, bool *done, char *err, size_
 	const char *p[] = {j->sandbox};
 	*done = false;
 	PGresult *r = rq(c,
-	                 "SELECT s.account_id, s.cpu_limit_millicores, s.memory_limit_bytes, "
-	                 "  EXISTS (SELECT 1 FROM accounts a WHERE a.id = s.account_id) "
+	                 "SELECT s.account_id, s.cpu_limit_millicores, s.memory_limit_bytes "
 	                 "FROM samples s WHERE s.sandbox_id = $1 AND s.account_id IS NOT NULL "
 	                 "AND s.cpu_limit_millicores IS NOT NULL "
 	                 "AND s.memory_limit_bytes IS NOT NULL ORDER BY s.ts DESC LIMIT 1",
@@ -346,8 +346,15 @@ static bool auto_register(PGconn *c, struct job *j, bool *done, char *err, size_
 	char account[160], why[400];
 	int64_t millicores, bytes;
 	snprintf(account, sizeof account, "%s", PQgetvalue(r, 0, 0));
-	bool exists = strcmp(PQgetvalue(r, 0, 3), "t") == 0;
 	bool good = get_int(r, 0, 1, &millicores) && get_int(r, 0, 2, &bytes);
+	PQclear(r);
+	/* The account apart: on Citus samples and accounts are spread by different keys. */
+	const char *ap[] = {account};
+	r = rq(c, "SELECT EXISTS (SELECT 1 FROM accounts WHERE id = $1)", 1, ap, PGRES_TUPLES_OK,
+	       "could not look its account up", err, errlen);
+	if (r == NULL)
+		return false;
+	bool exists = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
 	PQclear(r);
 	if (!exists) {
 		snprintf(why, sizeof why, "its cgroup names account \"%s\", which does not exist",
@@ -422,12 +429,11 @@ static bool auto_register(PGconn *c, struct job *j, bool *done, char *err, size_
  */
 /* clang-format off */
 
-/* The marks, oldest first; taken ones are skipped (another worker has them). */
+/* The marks, oldest first; taken ones are skipped (another worker has them). Two steps,
+ * a read then a lock by key, in meter_rollup_take (migrations/0029_by_key.sql), as Citus needs. */
 static const char take_sql[] =
 	"SELECT sandbox_id, CASE WHEN from_ts = '-infinity' THEN NULL ELSE " US("from_ts") " END "
-	"FROM rollup_queue WHERE waiting IS NULL "
-	"AND (retry_after IS NULL OR retry_after <= clock_timestamp()) ORDER BY queued_at "
-	"LIMIT $1 FOR UPDATE SKIP LOCKED";
+	"FROM meter_rollup_take($1)";
 
 /*
  * Shared with other rollups, exclusive to meter_drop_sample_partitions
@@ -468,62 +474,24 @@ static const char load_sql[] =
  * first one after it). Samples stamped more than an hour ahead of now are
  * never read; kind 3 counts them (the sandbox is rated without them and its
  * mark set aside).
- * $3, the lowest start, goes as a timestamptz constant, so the planner prunes
- * the partitions before it (a computed time alone would make it plan for
- * every partition). Both parts are LATERAL: one index scan per sandbox,
- * never a hash join over a whole month's partition.
+ * $3, the lowest start, is a timestamptz, so the partitions before it are
+ * pruned. meter_rollup_read (migrations/0029_by_key.sql) reads one sandbox at
+ * a time by its key: an index scan each on PostgreSQL, never a hash join over
+ * a month's partition, and one shard each on Citus.
  */
-/* Samples stamped later than this are not rated yet: a clock ahead (rule 10). */
-#define AHEAD "(now() + interval '1 hour')"
-
 static const char read_sql[] =
-	"WITH j AS (SELECT * FROM unnest($1::text[], $2::bigint[], $5::bigint[], $6::bigint[]) "
-	"  WITH ORDINALITY j(id, w, m, u, k)), "
-	"jc AS (SELECT j.*, CASE WHEN c.upto < " TS("j.m") " AND c.upto <= " TS("j.w") " "
-	"  THEN c.upto ELSE '-infinity'::timestamptz END lo "
-	"  FROM j LEFT JOIN LATERAL (SELECT max(upto) upto FROM rollup_checkpoints "
-	"    WHERE sandbox_id = j.id) c ON true) "
-	"SELECT 0, jc.k, x.incarnation, " US("min(x.f)") ", " US("max(x.tw)") ", max(x.cw), "
-	"  " US("max(x.ta)") ", max(x.ca), (SELECT " US("e.ended_at") " FROM incarnation_ends e "
-	"    WHERE e.sandbox_id = jc.id AND e.incarnation = x.incarnation "
-	"    AND e.ended_at <= " AHEAD ") "
-	"FROM jc CROSS JOIN LATERAL ("
-	"  SELECT incarnation, min(ts) f, "
-	"    max(ts) FILTER (WHERE ts > $4::timestamptz AND ts <= " TS("jc.w") ") tw, "
-	"    max(cpu_usage_us) FILTER (WHERE ts > $4::timestamptz AND ts <= " TS("jc.w") ") cw, "
-	"    max(ts) FILTER (WHERE ts > $4::timestamptz) ta, "
-	"    max(cpu_usage_us) FILTER (WHERE ts > $4::timestamptz) ca "
-	"  FROM samples WHERE sandbox_id = jc.id AND ts > jc.lo "
-	"  AND ts <= least(coalesce(" TS("jc.u") ", 'infinity'), " AHEAD ") GROUP BY incarnation "
-	"  UNION ALL "
-	"  SELECT incarnation, first_ts, last_ts, max_cpu_usage_us, last_ts, max_cpu_usage_us "
-	"  FROM sample_seeds WHERE sandbox_id = jc.id "
-	"  UNION ALL "
-	"  SELECT incarnation, first_ts, last_ts, max_cpu_usage_us, last_ts, max_cpu_usage_us "
-	"  FROM rollup_checkpoints WHERE sandbox_id = jc.id AND jc.lo > '-infinity') x "
-	"GROUP BY jc.k, jc.id, x.incarnation "
-	"UNION ALL "
-	"SELECT 1, j.k, s.incarnation, " US("s.ts") ", s.cpu_usage_us, NULL, NULL, NULL, NULL "
-	"FROM j CROSS JOIN LATERAL (SELECT incarnation, ts, cpu_usage_us FROM samples "
-	"  WHERE sandbox_id = j.id AND ts > " TS("j.w") " AND ts > $3::timestamptz "
-	"  AND ts <= least(coalesce(" TS("j.u") ", 'infinity'), " AHEAD ")) s "
-	"UNION ALL "
-	"SELECT 3, j.k, count(*), " US("min(f.ts)") ", NULL, NULL, NULL, NULL, NULL "
-	"FROM j CROSS JOIN LATERAL (SELECT ts FROM samples WHERE sandbox_id = j.id "
-	"  AND ts > " AHEAD ") f GROUP BY j.k";
+	"SELECT * FROM meter_rollup_read($1::text[], $2::bigint[], $3::timestamptz, "
+	"  $4::timestamptz, $5::bigint[], $6::bigint[])";
 
 /*
  * The trial's crossing hour: the first sample after the hour's end ($3) of
  * each incarnation ($1 sandbox, $2 incarnation, $4 its job's rank), so an
  * interval that passes the hour's end and its incarnation's end inside the
  * hour is clipped as a whole history clips it (rule 3). One probe of the
- * samples' key each.
+ * samples' key each (meter_rollup_after, migrations/0029_by_key.sql).
  */
 static const char after_sql[] =
-	"SELECT v.k, v.i, " US("n.ts") ", n.cpu_usage_us "
-	"FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) v(id, i, u, k) "
-	"CROSS JOIN LATERAL (SELECT ts, cpu_usage_us FROM samples WHERE sandbox_id = v.id "
-	"  AND incarnation = v.i AND ts > " TS("v.u") " AND ts <= " AHEAD " ORDER BY ts LIMIT 1) n";
+	"SELECT * FROM meter_rollup_after($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])";
 
 /*
  * The checkpoints of the rated sandboxes ($1), replaced: one row per
@@ -545,23 +513,28 @@ static const char checkpoint_sql[] =
 /*
  * Removes the rated sandboxes' marks ($4) and their hours from their window
  * on ($1 accounts, $2 sandboxes, $3 windows), taking those hours out of
- * sandbox_month, account_day and account_month, and sets aside the marks that cannot be rated ($5, why $6,
- * kind $7: 'unregistered' or 'parked').
+ * sandbox_month, account_day and account_month, and sets aside the marks that
+ * cannot be rated ($5, why $6, kind $7: 'unregistered' or 'parked'), keeping
+ * when they first waited: two updates of disjoint rows, not coalesce(...,
+ * now()), which Citus cannot send to a shard (it evaluates now() apart).
  */
 static const char clear_sql[] =
 	"WITH gone AS (DELETE FROM rollup_queue WHERE sandbox_id = ANY ($4::text[])), "
 	"parked AS (UPDATE rollup_queue q SET waiting = p.why, waiting_kind = p.kind, "
-	"  waiting_since = coalesce(q.waiting_since, now()), retry_after = NULL "
+	"  waiting_since = now(), retry_after = NULL "
 	"  FROM unnest($5::text[], $6::text[], $7::text[]) p(id, why, kind) "
-	"  WHERE q.sandbox_id = p.id), "
+	"  WHERE q.sandbox_id = p.id AND q.waiting_since IS NULL), "
+	"still AS (UPDATE rollup_queue q SET waiting = p.why, waiting_kind = p.kind, "
+	"  retry_after = NULL FROM unnest($5::text[], $6::text[], $7::text[]) p(id, why, kind) "
+	"  WHERE q.sandbox_id = p.id AND q.waiting_since IS NOT NULL), "
 	"old AS (DELETE FROM usage_hourly u "
 	"  USING unnest($1::text[], $2::text[], $3::bigint[]) j(a, s, w) "
 	"  WHERE u.account_id = j.a AND u.sandbox_id = j.s "
-	"  AND u.hour > " TS("j.w") " - interval '1 hour' RETURNING u.*), "
+	"  AND u.hour > " TS("j.w - 3600000000") " RETURNING u.*), "
 	"unpriced AS (DELETE FROM usage_unpriced u "
 	"  USING unnest($1::text[], $2::text[], $3::bigint[]) j(a, s, w) "
 	"  WHERE u.account_id = j.a AND u.sandbox_id = j.s "
-	"  AND u.hour > " TS("j.w") " - interval '1 hour'), "
+	"  AND u.hour > " TS("j.w - 3600000000") "), "
 	"sagg AS (SELECT account_id, (date_trunc('month', hour AT TIME ZONE 'UTC'))::date m, "
 	"  sandbox_id, price_plan_id, sum(cpu_measured_us) a, sum(cpu_billed_us) b, "
 	"  sum(busy_us) c, sum(idle_us) d, sum(wall_us) e, sum(memory_mgib_us) f "
@@ -1613,10 +1586,8 @@ static int trial_queue_pass(PGconn *c, const struct meter_plan *plans, size_t np
 		if (r == NULL)
 			return -1;
 		PQclear(r);
-		r = rq(c,
-		       "SELECT account_id FROM trial_queue ORDER BY queued_at LIMIT 1 "
-		       "FOR UPDATE SKIP LOCKED",
-		       0, NULL, PGRES_TUPLES_OK, "could not read the trial queue", err, errlen);
+		r = rq(c, "SELECT account_id FROM meter_trial_take()", 0, NULL, PGRES_TUPLES_OK,
+		       "could not read the trial queue", err, errlen);
 		if (r == NULL || PQntuples(r) == 0) {
 			PQclear(r);
 			PQclear(PQexec(c, "ROLLBACK"));
@@ -1771,11 +1742,14 @@ failed:
 		snprintf(why, sizeof why, "cannot rate: %s", err);
 		log_warn("rollup: sandbox %s %s", jobs[0].sandbox, err);
 		const char *q[] = {jobs[0].sandbox, why};
-		r = db_query(c,
-		             "UPDATE rollup_queue SET waiting = $2, waiting_kind = 'parked', "
-		             "waiting_since = coalesce(waiting_since, now()), retry_after = NULL "
-		             "WHERE sandbox_id = $1",
-		             2, q, PGRES_COMMAND_OK, "could not park a mark", err, errlen);
+		r = db_query(
+		        c,
+		        "WITH first AS (UPDATE rollup_queue SET waiting = $2, "
+		        "waiting_kind = 'parked', waiting_since = now(), retry_after = NULL "
+		        "WHERE sandbox_id = $1 AND waiting_since IS NULL) "
+		        "UPDATE rollup_queue SET waiting = $2, waiting_kind = 'parked', "
+		        "retry_after = NULL WHERE sandbox_id = $1 AND waiting_since IS NOT NULL",
+		        2, q, PGRES_COMMAND_OK, "could not park a mark", err, errlen);
 		if (r)
 			result = 1;
 	}

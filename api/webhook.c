@@ -96,21 +96,22 @@ static void record(struct webhooks *w, struct flight *f, long status, const char
 	snprintf(ms, sizeof ms, "%lld", (long long)((mono_ns() - f->start_ns) / 1000000));
 	snprintf(delay, sizeof delay, "%lld", (long long)delay_us);
 	snprintf(back, sizeof back, "%d", step_back);
-	const char *p[] = {f->id,    f->attempt, status ? st : NULL, error, ms,
-	                   state,    delay,      back,               f->account};
-	PGresult *r = w->c ? db_query(w->c,
-	                              "WITH a AS (INSERT INTO webhook_attempts (account_id, "
-	                              "delivery_id, n, status, error, duration_ms) "
-	                              "SELECT $9::text, $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM "
-	                              "webhook_deliveries WHERE account_id = $9::text AND id = $1) "
-	                              "ON CONFLICT DO NOTHING) "
-	                              "UPDATE webhook_deliveries SET state = $6, next_at = now() + "
-	                              "$7 * interval '1 microsecond', step = step - $8 "
-	                              "WHERE account_id = $9::text AND id = $1 "
-	                              "AND (attempts = $2 OR $6 = 'delivered')",
-	                              9, p, PGRES_COMMAND_OK, "could not record the attempt", err,
-	                              sizeof err)
-	                   : NULL;
+	const char *p[] = {f->id, f->attempt, status ? st : NULL, error, ms, state,
+	                   delay, back,       f->account};
+	PGresult *r =
+	        w->c ? db_query(w->c,
+	                        "WITH a AS (INSERT INTO webhook_attempts (account_id, "
+	                        "delivery_id, n, status, error, duration_ms) "
+	                        "SELECT $9::text, $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM "
+	                        "webhook_deliveries WHERE account_id = $9::text AND id = $1) "
+	                        "ON CONFLICT DO NOTHING) "
+	                        "UPDATE webhook_deliveries SET state = $6, next_at = now() + "
+	                        "$7 * interval '1 microsecond', step = step - $8 "
+	                        "WHERE account_id = $9::text AND id = $1 "
+	                        "AND (attempts = $2 OR $6 = 'delivered')",
+	                        9, p, PGRES_COMMAND_OK, "could not record the attempt", err,
+	                        sizeof err)
+	             : NULL;
 	if (r == NULL)
 		log_warn("webhooks: delivery %s, attempt %s: %s; it is sent again when its lease "
 		         "ends",
@@ -225,15 +226,13 @@ static int claim(struct webhooks *w, unsigned room)
 	snprintf(lim, sizeof lim, "%u", room);
 	snprintf(lease, sizeof lease, "%lld", (long long)(2 * w->cfg.timeout_us + 5000000));
 	const char *p[] = {lim, lease};
-	PGresult *r = db_query(
-	        w->c,
-	        "UPDATE webhook_deliveries d SET next_at = now() + $2 * interval '1 microsecond', "
-	        "step = d.step + 1, attempts = d.attempts + 1 FROM webhook_endpoints e "
-	        "WHERE e.id = d.endpoint_id AND (d.account_id, d.id) IN (SELECT account_id, id "
-	        "FROM webhook_deliveries WHERE state = 'pending' AND next_at <= now() "
-	        "ORDER BY next_at LIMIT $1 FOR UPDATE SKIP LOCKED) "
-	        "RETURNING d.id, d.attempts, d.step, d.body, e.url, e.secret, d.account_id",
-	        2, p, PGRES_TUPLES_OK, "could not take due deliveries", err, sizeof err);
+	PGresult *r =
+	        db_query(w->c,
+	                 /* a read, then each leased by its key (migrations/0029_by_key.sql), as
+	                    Citus needs */
+	                 "SELECT id, attempts, step, body, url, secret, account_id "
+	                 "FROM meter_webhook_claim($1, $2 * interval '1 microsecond')",
+	                 2, p, PGRES_TUPLES_OK, "could not take due deliveries", err, sizeof err);
 	if (r == NULL) {
 		log_warn("webhooks: %s", err);
 		return -1;

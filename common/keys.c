@@ -122,11 +122,14 @@ bool key_revoke(PGconn *c, int64_t id, bool *found, char *err, size_t errlen)
 	char ids[24];
 	snprintf(ids, sizeof ids, "%lld", (long long)id);
 	const char *params[] = {ids};
-	/* one statement, one transaction: the key and its sessions go together */
+	/* One statement, one transaction: the key and its sessions go together. A key
+	 * revoked before keeps its time (set only where there is none: Citus evaluates
+	 * now() apart, never beside a column as coalesce(revoked_at, now()) would). */
 	PGresult *r = PQexecParams(c,
-	                           "WITH k AS (UPDATE api_keys SET revoked_at = "
-	                           "coalesce(revoked_at, now()) WHERE id = $1 RETURNING id), "
-	                           "s AS (DELETE FROM sessions WHERE key_id IN (SELECT id FROM k)) "
+	                           "WITH k AS (SELECT id FROM api_keys WHERE id = $1), "
+	                           "u AS (UPDATE api_keys SET revoked_at = now() "
+	                           "WHERE id = $1 AND revoked_at IS NULL), "
+	                           "s AS (DELETE FROM sessions WHERE key_id = $1) "
 	                           "SELECT count(*) FROM k",
 	                           1, NULL, params, NULL, NULL, 0);
 	bool ok = db_check(r, PGRES_TUPLES_OK, "could not revoke the key", err, errlen);

@@ -22,7 +22,9 @@ bool limits_notify(PGconn *c, const char *account, const char *limit, const char
 	return ok;
 }
 
-/* Stores what limits_check_usage found, when it differs from what is stored. */
+/* Stores what limits_check_usage found, when it differs from what is stored. The
+ * time of a change is the proposed row's (its default, now()): Citus refuses a
+ * function in DO UPDATE SET that is not immutable. */
 static bool limits_keep(PGconn *c, const char *account, bool trial_exhausted, bool cap_reached,
                         int64_t month_us, char *err, size_t errlen)
 {
@@ -37,7 +39,8 @@ static bool limits_keep(PGconn *c, const char *account, bool trial_exhausted, bo
 	        "ON CONFLICT (account_id) DO UPDATE SET trial_exhausted = "
 	        "EXCLUDED.trial_exhausted, "
 	        "spend_cap_reached = EXCLUDED.spend_cap_reached, month = EXCLUDED.month, "
-	        "updated_at = now() WHERE (l.trial_exhausted, l.spend_cap_reached, l.month) IS "
+	        "updated_at = EXCLUDED.updated_at WHERE (l.trial_exhausted, l.spend_cap_reached, "
+	        "l.month) IS "
 	        "DISTINCT FROM (EXCLUDED.trial_exhausted, EXCLUDED.spend_cap_reached, "
 	        "EXCLUDED.month)",
 	        4, p, PGRES_COMMAND_OK, "could not keep the account's limits", err, errlen);

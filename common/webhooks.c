@@ -165,14 +165,17 @@ cJSON *webhook_list(PGconn *c, int64_t id, char *err, size_t errlen)
 	const char *p[] = {ids};
 	PGresult *r = db_query(
 	        c,
+	        /* the counts by a join, not a subquery per endpoint: Citus joins a reference
+	         * table to a distributed one only on the latter's key, or to a result */
 	        "SELECT e.id, e.url, e.events::text, e.account_id, " DB_US_OR_NONE(
-	                "e.created_at") ", "
-	                                "(SELECT count(*) FROM webhook_deliveries d WHERE "
-	                                "d.endpoint_id = e.id AND d.state = 'pending'), "
-	                                "(SELECT count(*) FROM webhook_deliveries d WHERE "
-	                                "d.endpoint_id = e.id AND d.state = 'failed') "
-	                                "FROM webhook_endpoints e WHERE $1 = 0 OR e.id = $1 "
-	                                "ORDER BY e.id",
+	                "e.created_at") ", coalesce(d.pending, 0), coalesce(d.failed, 0) "
+	                                "FROM webhook_endpoints e LEFT JOIN (SELECT endpoint_id, "
+	                                "count(*) FILTER (WHERE state = 'pending') pending, "
+	                                "count(*) FILTER (WHERE state = 'failed') failed "
+	                                "FROM webhook_deliveries WHERE state <> 'delivered' "
+	                                "AND ($1 = 0 OR endpoint_id = $1) GROUP BY 1) d "
+	                                "ON d.endpoint_id = e.id "
+	                                "WHERE $1 = 0 OR e.id = $1 ORDER BY e.id",
 	        1, p, PGRES_TUPLES_OK, "could not list the webhook endpoints", err, errlen);
 	if (r == NULL)
 		return NULL;

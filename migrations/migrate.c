@@ -284,6 +284,107 @@ out:
 	return ok;
 }
 
+/*
+ * The end of the statement that starts at sql: past its ';', or the end of
+ * the text. Quotes ('...', "..."), dollar quotes ($$...$$, $tag$...$tag$) and
+ * comments (-- to the line's end) are skipped, so a ';' in them ends nothing.
+ */
+static const char *statement_end(const char *sql)
+{
+	const char *p = sql;
+	while (*p) {
+		if (p[0] == '-' && p[1] == '-') {
+			p += strcspn(p, "\n");
+		} else if (*p == '\'' || *p == '"') {
+			const char *q = strchr(p + 1, *p);
+			p = q ? q + 1 : p + strlen(p);
+		} else if (*p == '$') {
+			size_t n = 1 + strspn(p + 1, "abcdefghijklmnopqrstuvwxyz_");
+			if (p[n] != '$') {
+				p++;
+				continue;
+			}
+			char tag[40];
+			if (n + 2 > sizeof tag)
+				return p + strlen(p);
+			memcpy(tag, p, n + 1);
+			tag[n + 1] = '\0';
+			const char *q = strstr(p + n + 1, tag);
+			p = q ? q + n + 1 : p + strlen(p);
+		} else if (*p++ == ';') {
+			return p;
+		}
+	}
+	return p;
+}
+
+/*
+ * On a Citus coordinator with workers, meter's tables are placed once, after
+ * the numbered migrations (citus/place.sql of dir, in one transaction): when
+ * the citus extension is there, a worker is added, and accounts is not
+ * distributed yet. Anywhere else, nothing. *placed says whether it did.
+ */
+static bool citus_place(PGconn *c, const char *dir, bool *placed, char *err, size_t errlen)
+{
+	*placed = false;
+	PGresult *r =
+	        PQexec(c, "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')");
+	if (!db_check(r, PGRES_TUPLES_OK, "could not look for Citus", err, errlen)) {
+		PQclear(r);
+		return false;
+	}
+	bool citus = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+	PQclear(r);
+	if (!citus)
+		return true;
+	r = PQexec(c, "SELECT EXISTS (SELECT 1 FROM pg_dist_node WHERE groupid > 0 "
+	              "AND noderole = 'primary') AND NOT EXISTS (SELECT 1 FROM pg_dist_partition "
+	              "WHERE logicalrelid = 'accounts'::regclass)");
+	if (!db_check(r, PGRES_TUPLES_OK, "could not read Citus's nodes and tables", err, errlen)) {
+		PQclear(r);
+		return false;
+	}
+	bool due = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+	PQclear(r);
+	if (!due)
+		return true;
+	char sub[4096], *sql = NULL;
+	snprintf(sub, sizeof sub, "%s/citus", dir);
+	if (!read_file(sub, "place.sql", &sql, err, errlen))
+		return false;
+	/* Statement by statement, as Citus wants its calls (it cannot place every table in
+	 * one transaction): a failure leaves the tables placed so far, and says where. */
+	bool ok = true;
+	for (const char *at = sql; ok && *at;) {
+		const char *end = statement_end(at);
+		char *one = strndup(at, (size_t)(end - at));
+		if (one == NULL) {
+			snprintf(err, errlen, "could not place the tables on Citus: out of memory");
+			ok = false;
+			break;
+		}
+		r = PQexec(c, one);
+		ExecStatusType st = PQresultStatus(r);
+		ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK || st == PGRES_EMPTY_QUERY;
+		if (!ok) {
+			int line = 1;
+			for (const char *p = sql; p < at + strspn(at, " \t\n"); p++)
+				line += *p == '\n';
+			char what[128];
+			snprintf(what, sizeof what,
+			         "placing the tables on Citus (citus/place.sql) failed at line %d",
+			         line);
+			db_check(r, PGRES_COMMAND_OK, what, err, errlen);
+		}
+		PQclear(r);
+		free(one);
+		at = end;
+	}
+	free(sql);
+	*placed = ok;
+	return ok;
+}
+
 bool migrate_run(PGconn *c, const char *dir, FILE *progress, struct migrate_result *res, char *err,
                  size_t errlen)
 {
@@ -326,6 +427,11 @@ bool migrate_run(PGconn *c, const char *dir, FILE *progress, struct migrate_resu
 		if (progress)
 			fprintf(progress, "applied %s\n", files[i].name);
 	}
+	bool placed;
+	if (!citus_place(c, dir, &placed, err, errlen))
+		goto out;
+	if (placed && progress)
+		fprintf(progress, "placed the tables on Citus (citus/place.sql)\n");
 	if (res)
 		*res = out;
 	ok = true;

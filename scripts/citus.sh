@@ -13,6 +13,7 @@
 #   scripts/citus.sh down     stop the three nodes (their data is kept)
 #   scripts/citus.sh status   exit 0 when all three run, 3 otherwise
 #   scripts/citus.sh url      print the coordinator's DATABASE_URL
+#   scripts/citus.sh workers  print the two workers' URLs, a line each
 #   scripts/citus.sh destroy  stop the nodes and delete their folder
 #
 # Citus from Citus's own packages is used as it is. Otherwise it is built
@@ -160,6 +161,10 @@ status)
 url)
 	url_of 0
 	;;
+workers)
+	url_of 1
+	url_of 2
+	;;
 destroy)
 	for i in 0 1 2; do
 		node "$i" destroy >/dev/null 2>&1 || true
@@ -168,6 +173,6 @@ destroy)
 	echo "citus.sh: destroyed $dir"
 	;;
 *)
-	die "usage: citus.sh installed|install|up|down|status|url|destroy"
+	die "usage: citus.sh installed|install|up|down|status|url|workers|destroy"
 	;;
 esac

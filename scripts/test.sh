@@ -34,7 +34,12 @@ build=$(bash scripts/build.sh "${build_opt[@]}" | tail -n 1)
 # the release CITUS_SOURCE names. That is done before any cluster starts, as
 # the build's packages may update PostgreSQL's binaries.
 citus_args=()
-if [[ -n ${CITUS_SOURCE:-} ]] || bash scripts/citus.sh installed; then
+if [[ ${build_opt[*]:-} == --sanitize ]]; then
+	# The Citus tests run the same C as the others, on other SQL: once, in the
+	# normal build, is enough, and keeps the sanitized pass short.
+	echo "meter: the Citus tests (label citus) are left out of the sanitized build; scripts/test.sh without --sanitize runs them"
+	citus_args=(-LE citus)
+elif [[ -n ${CITUS_SOURCE:-} ]] || bash scripts/citus.sh installed; then
 	bash scripts/citus.sh install
 else
 	echo "meter: the Citus tests (label citus) are not run: Citus is not installed and CITUS_SOURCE does not name a Citus release to build it from (see scripts/citus.sh)"

@@ -53,6 +53,99 @@ static void append_kv(char *buf, size_t len, const char *k, const char *v)
 	snprintf(buf + o, len - o, "'");
 }
 
+/*
+ * On a Citus cluster (METER_TEST_CITUS_WORKERS: the workers' connection
+ * strings, one per line, as scripts/citus.sh workers prints them; DATABASE_URL
+ * the coordinator), a test database is a database of that name on every node,
+ * the extension in each, the workers added to the coordinator's: Citus keeps
+ * its metadata per database. meter migrate then places the tables.
+ */
+static const char *citus_workers(void)
+{
+	const char *w = getenv("METER_TEST_CITUS_WORKERS");
+	return w && *w ? w : NULL;
+}
+
+/* Runs sql in database db of the server conninfo names (db NULL: its own). */
+static bool on_node(const char *conninfo, const char *db, const char *sql)
+{
+	char url[4096] = "";
+	PGconn *base = PQconnectdb(conninfo);
+	bool ok = PQstatus(base) == CONNECTION_OK;
+	if (ok && db) {
+		PQconninfoOption *opts = PQconninfo(base);
+		for (PQconninfoOption *o = opts; o && o->keyword; o++)
+			if (o->val && *o->val && strcmp(o->keyword, "dbname") != 0)
+				append_kv(url, sizeof url, o->keyword, o->val);
+		PQconninfoFree(opts);
+		append_kv(url, sizeof url, "dbname", db);
+	}
+	PGconn *c = ok && db ? PQconnectdb(url) : base;
+	ok = ok && PQstatus(c) == CONNECTION_OK;
+	PGresult *r = ok ? PQexec(c, sql) : NULL;
+	ok = ok && (PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK);
+	if (!ok)
+		fprintf(stderr, "testdb: on %s: %s: %s", conninfo, sql,
+		        PQerrorMessage(PQstatus(c) == CONNECTION_OK ? c : base));
+	PQclear(r);
+	if (c != base)
+		PQfinish(c);
+	PQfinish(base);
+	return ok;
+}
+
+/* Each line of the workers' list in turn: f(line, arg); false at the first that fails. */
+static bool each_worker(bool (*f)(const char *, void *), void *arg)
+{
+	const char *w = citus_workers();
+	while (w && *w) {
+		size_t n = strcspn(w, "\n");
+		char line[1024];
+		snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line ? n : sizeof line - 1),
+		         w);
+		if (line[0] && !f(line, arg))
+			return false;
+		w += n + (w[n] == '\n');
+	}
+	return true;
+}
+
+static bool worker_create(const char *conninfo, void *name)
+{
+	char sql[256];
+	snprintf(sql, sizeof sql, "CREATE DATABASE \"%s\"", (const char *)name);
+	return on_node(conninfo, NULL, sql) && on_node(conninfo, name, "CREATE EXTENSION citus");
+}
+
+static bool worker_add(const char *conninfo, void *coordinator)
+{
+	PGconn *w = PQconnectdb(conninfo);
+	bool ok = PQstatus(w) == CONNECTION_OK;
+	char sql[256];
+	if (ok)
+		snprintf(sql, sizeof sql, "SELECT citus_add_node('127.0.0.1', %s)", PQport(w));
+	PQfinish(w);
+	return ok && testdb_exec(coordinator, sql);
+}
+
+static bool worker_drop(const char *conninfo, void *name)
+{
+	char sql[256];
+	snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS \"%s\" WITH (FORCE)",
+	         (const char *)name);
+	return on_node(conninfo, NULL, sql);
+}
+
+/* The new database t, made a Citus coordinator of databases of its name on the workers. */
+static bool citus_join(struct testdb *t)
+{
+	char sql[256];
+	snprintf(sql, sizeof sql, "SELECT citus_set_coordinator_host('127.0.0.1', %s)",
+	         PQport(t->conn));
+	return each_worker(worker_create, t->name) && testdb_exec(t, "CREATE EXTENSION citus") &&
+	       testdb_exec(t, sql) && each_worker(worker_add, t);
+}
+
 static bool create(struct testdb *t, const char *tag, const char *template_name)
 {
 	static int seq;
@@ -62,6 +155,8 @@ static bool create(struct testdb *t, const char *tag, const char *template_name)
 		return false;
 	drop_stale(admin);
 	snprintf(t->name, sizeof t->name, "meter_t_%d_%s_%d", (int)getpid(), tag, seq++);
+	if (citus_workers())
+		template_name = NULL; /* a copy would carry the template's placement */
 	char sql[256];
 	snprintf(sql, sizeof sql, "CREATE DATABASE \"%s\"%s%s%s", t->name,
 	         template_name ? " TEMPLATE \"" : "", template_name ? template_name : "",
@@ -93,6 +188,10 @@ static bool create(struct testdb *t, const char *tag, const char *template_name)
 		testdb_drop(t);
 		return false;
 	}
+	if (citus_workers() && !citus_join(t)) {
+		testdb_drop(t);
+		return false;
+	}
 	return true;
 }
 
@@ -103,6 +202,8 @@ bool testdb_create(struct testdb *t, const char *tag)
 
 bool testdb_create_from(struct testdb *t, const char *tag, const char *template_name)
 {
+	if (citus_workers())
+		return testdb_create_migrated(t, tag);
 	return create(t, tag, template_name);
 }
 
@@ -137,6 +238,7 @@ void testdb_drop(struct testdb *t)
 		PQclear(r);
 		PQfinish(admin);
 	}
+	each_worker(worker_drop, t->name);
 	t->name[0] = '\0';
 }
 
