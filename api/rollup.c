@@ -1492,7 +1492,7 @@ static bool trial_update(PGconn *c, const char *account, int64_t horizon,
 	PGresult *r = rq(c,
 	                 "SELECT a.trial_grant_seconds * 1000000, "
 	                 "  (SELECT coalesce(sum(wall_us), 0) FROM account_month m "
-	                 "   WHERE m.account_id = a.id) >= a.trial_grant_seconds * 1000000 "
+	                 "   WHERE m.account_id = $1) >= a.trial_grant_seconds * 1000000 "
 	                 "FROM accounts a WHERE a.id = $1",
 	                 1, p, PGRES_TUPLES_OK, "could not read the trial", err, errlen);
 	if (r == NULL)

@@ -56,8 +56,8 @@ bool limits_check_usage(PGconn *c, const char *account, int64_t now_us,
 	        PQexecParams(c,
 	                     "SELECT a.trial_grant_seconds * 1000000, a.monthly_spend_cap::text, "
 	                     "(SELECT coalesce(sum(wall_us), 0) FROM account_month m WHERE "
-	                     "m.account_id = a.id), "
-	                     "EXISTS (SELECT 1 FROM limit_notices n WHERE n.account_id = a.id "
+	                     "m.account_id = $1), "
+	                     "EXISTS (SELECT 1 FROM limit_notices n WHERE n.account_id = $1 "
 	                     "  AND n.limit_name = 'trial_spent'), a.plan = 'trial' "
 	                     "FROM accounts a WHERE a.id = $1",
 	                     1, NULL, p, NULL, NULL, 0);

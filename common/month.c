@@ -148,11 +148,11 @@ bool month_usage_load(PGconn *c, const char *account, int64_t month_start_us, in
 	        /* capped at the grant: the trial needs no more, and years of it are not summed
 	         * into 64 bits */
 	        "least(a.trial_grant_seconds * 1000000, (SELECT coalesce(sum(wall_us), 0) "
-	        "  FROM account_month m WHERE m.account_id = a.id "
+	        "  FROM account_month m WHERE m.account_id = $1 "
 	        "  AND m.month < (" TS(
 	                "$2") " AT TIME ZONE 'UTC')::date)), "
 	                      "(SELECT " US(
-	                              "hour") " FROM trial_crossing t WHERE t.account_id = a.id) "
+	                              "hour") " FROM trial_crossing t WHERE t.account_id = $1) "
 	                                      "FROM accounts a WHERE a.id = $1",
 	        2, NULL, params, NULL, NULL, 0);
 	bool ok = db_check(r, PGRES_TUPLES_OK, "could not read the account", err, errlen);
