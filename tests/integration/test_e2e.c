@@ -698,6 +698,29 @@ static void reference_input(struct fx *f, struct ref_input *in)
 	PQfinish(c);
 }
 
+/* When a figure is off: the sandbox's samples as stored, and the collector's warnings and
+ * errors (what it could not write). */
+static void print_trouble(struct fx *f, const char *sb)
+{
+	char err[512], q[256];
+	PGconn *c = db_connect(f->url, err, sizeof err);
+	snprintf(q, sizeof q,
+	         "SELECT count(*) || ' samples, the last counter ' || coalesce(max(cpu_usage_us), "
+	         "-1) || ', marks ' || (SELECT count(*) FROM rollup_queue) FROM samples "
+	         "WHERE sandbox_id = '%s'",
+	         sb);
+	PGresult *r = c ? PQexec(c, q) : NULL;
+	if (PQresultStatus(r) == PGRES_TUPLES_OK)
+		printf("  %s: %s\n", sb, PQgetvalue(r, 0, 0));
+	PQclear(r);
+	PQfinish(c);
+	char *log = slurp(f->log);
+	for (char *line = log ? strtok(log, "\n") : NULL; line; line = strtok(NULL, "\n"))
+		if (strstr(line, "warning") || strstr(line, "error"))
+			printf("  collector: %s\n", line);
+	free(log);
+}
+
 static void compare(struct fx *f)
 {
 	char month[16], from[32], to[32], path[256];
@@ -715,9 +738,11 @@ static void compare(struct fx *f)
 		       " us\n",
 		       sb_name[i], k, measured, billed);
 		/* within 1 % (and 5 ms for the idle one, which burns next to nothing) */
-		if (llabs(diff) * 100 > k && llabs(diff) > 5000)
+		if (llabs(diff) * 100 > k && llabs(diff) > 5000) {
+			print_trouble(f, sb_name[i]);
 			fail_msg("%s: measured %" PRId64 " us, the kernel counted %" PRId64 " us",
 			         sb_name[i], measured, k);
+		}
 		kernel_total += k;
 		measured_total += measured;
 		billed_total += billed;
