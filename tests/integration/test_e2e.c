@@ -429,7 +429,19 @@ static void tick(struct fx *f)
 		f->kid[ENDS] = 0;
 		snprintf(rel, sizeof rel, "%s/%s", f->holder, sb_name[ENDS]);
 		f->kernel[ENDS] = kernel_cpu(f, rel);
-		rmcg(f, rel); /* while the collector samples it */
+		/* Removed once the collector took its final sample (it samples as the cgroup
+		 * empties, by inotify; up to 3 s on a loaded machine), while it runs on: a
+		 * removal before that sample would take the last CPU with it, which no one
+		 * can bill. */
+		for (int i = 0; i < 30; i++) {
+			char *log = slurp(f->log);
+			bool taken = log && strstr(log, "sandbox sb-ends emptied") != NULL;
+			free(log);
+			if (taken)
+				break;
+			sleep_ms(100);
+		}
+		rmcg(f, rel);
 		f->ends_done = true;
 	}
 	if (f->again_round < 2 && waitpid(f->kid[AGAIN], NULL, WNOHANG) == f->kid[AGAIN]) {
