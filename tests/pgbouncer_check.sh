@@ -148,9 +148,11 @@ echo "pgbouncer_check: $ncoll collectors, $(( ncoll * nsb )) sandboxes: $taken s
 (( taken >= ncoll * nsb * 2 )) || fail "too few rounds: $taken samples"
 # Against a truth that is not the collectors' own word: every sandbox of a host
 # sampled in each of its rounds (as many rows as the others), and each in more
-# than half the 1 s rounds the test's clock gave all of them: a collector that
-# skips every other round has half at most. (A quiet run here has 9/10; beside
-# the valgrind soak on 2 cores, 2/3 was seen, so the bound stays clear of load.)
+# than a third of the 1 s rounds the test's clock gave all of them: a collector
+# that samples in one round of three or fewer is caught. (A quiet run here has
+# 9/10; beside the valgrind soak on 2 cores, 2/3 was seen, and 0.49 in CI's
+# sanitized pass beside the other tests: a bound that is a figure of speed
+# would fail on a loaded machine, so it stays far from them.)
 read -r nsbs least uneven < <(psql -X -qtA -F ' ' -d "$direct" -c "
 	SELECT count(*), min(n), (SELECT count(*) FROM (SELECT host FROM (SELECT host, sandbox_id,
 	  count(*) n FROM samples GROUP BY 1, 2) y GROUP BY host HAVING min(n) <> max(n)) z)
@@ -158,7 +160,7 @@ read -r nsbs least uneven < <(psql -X -qtA -F ' ' -d "$direct" -c "
 echo "pgbouncer_check: $nsbs sandboxes with rows, the fewest $least, $uneven host(s) with uneven rounds, $ran_ms ms of rounds by the clock"
 (( nsbs == ncoll * nsb )) || fail "$nsbs sandboxes have rows, not $(( ncoll * nsb ))"
 (( uneven == 0 )) || fail "$uneven collector(s) sampled some sandboxes in fewer rounds than others"
-(( least * 1000 * 2 > ran_ms )) || fail "a sandbox has $least rows for $ran_ms ms of 1 s rounds"
+(( least * 1000 * 3 > ran_ms )) || fail "a sandbox has $least rows for $ran_ms ms of 1 s rounds"
 [[ $taken == "$stored" && $stored == "$distinct" ]] || fail "not every sample landed exactly once"
 # "written" counts the rows a collector knows it inserted: a batch whose COMMIT
 # went through as the connection died is spooled, and its replay inserts

@@ -242,9 +242,31 @@ void testdb_drop(struct testdb *t)
 	t->name[0] = '\0';
 }
 
-char *testdb_value(struct testdb *t, const char *sql, char *buf, size_t len)
+/*
+ * Runs sql; a deadlock aborts one side, and the statement runs again when it ran on its own
+ * (no transaction left open), as the collector's writer sends a batch again. meter-api's
+ * partition upkeep, which drops old raw partitions (the partition's lock, then the
+ * parent's), can be the other side of a test's read or insert of old samples.
+ */
+static PGresult *exec_again_on_deadlock(struct testdb *t, const char *sql)
 {
 	PGresult *r = PQexec(t->conn, sql);
+	for (int i = 0; i < 3 && PQresultStatus(r) == PGRES_FATAL_ERROR &&
+	                PQtransactionStatus(t->conn) == PQTRANS_IDLE;
+	     i++) {
+		const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+		if (code == NULL || strcmp(code, "40P01") != 0)
+			break;
+		fprintf(stderr, "deadlock, ran again: %.200s\n", sql);
+		PQclear(r);
+		r = PQexec(t->conn, sql);
+	}
+	return r;
+}
+
+char *testdb_value(struct testdb *t, const char *sql, char *buf, size_t len)
+{
+	PGresult *r = exec_again_on_deadlock(t, sql);
 	char *out = NULL;
 	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0) {
 		snprintf(buf, len, "%s", PQgetvalue(r, 0, 0));
@@ -270,21 +292,7 @@ const char *testdb_sqlstate(struct testdb *t, const char *sql, char *buf, size_t
 
 bool testdb_exec(struct testdb *t, const char *sql)
 {
-	PGresult *r = PQexec(t->conn, sql);
-	/* A deadlock aborts one side, and the statement may run again when it ran on its
-	 * own (no transaction left open): as the collector's writer does. meter-api's
-	 * partition upkeep, which drops old raw partitions, can be the other side of a
-	 * test's insert of old samples. */
-	for (int i = 0; i < 3 && PQresultStatus(r) == PGRES_FATAL_ERROR &&
-	                PQtransactionStatus(t->conn) == PQTRANS_IDLE;
-	     i++) {
-		const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-		if (code == NULL || strcmp(code, "40P01") != 0)
-			break;
-		fprintf(stderr, "deadlock, ran again: %.200s\n", sql);
-		PQclear(r);
-		r = PQexec(t->conn, sql);
-	}
+	PGresult *r = exec_again_on_deadlock(t, sql);
 	ExecStatusType st = PQresultStatus(r);
 	bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
 	if (!ok)
