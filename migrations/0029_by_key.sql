@@ -112,7 +112,7 @@ CREATE FUNCTION meter_rollup_read(ids text[], w bigint[], lowest timestamptz,
                                   horizon timestamptz, marks bigint[], upto bigint[])
 RETURNS TABLE (kind integer, k bigint, a bigint, b bigint, c bigint, d bigint, e bigint,
                f bigint, g bigint)
-LANGUAGE plpgsql STABLE SET search_path = public SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql STABLE SET search_path = public AS $$
 DECLARE
 	i integer;
 	id text;
@@ -179,7 +179,7 @@ GRANT EXECUTE ON FUNCTION meter_rollup_read(text[], bigint[], timestamptz, times
 -- samples' key each, by the sandbox.
 CREATE FUNCTION meter_rollup_after(ids text[], incs bigint[], upto bigint[], ks bigint[])
 RETURNS TABLE (k bigint, incarnation bigint, ts_us bigint, cpu_usage_us bigint)
-LANGUAGE plpgsql STABLE SET search_path = public SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql STABLE SET search_path = public AS $$
 DECLARE
 	x integer;
 	ahead timestamptz := now() + interval '1 hour';
