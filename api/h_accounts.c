@@ -363,11 +363,23 @@ again:
 	}
 	if (PQntuples(a) == 1 && v[5].set && v[5].num) {
 		/* Admitting (meter-hook): the sandbox has not started, the collector only saw
-		 * its cgroup being made, so the limits are decided as if it had not. Only a
-		 * row still running (no stopped_at, column 5) is among the account's running. */
+		 * its cgroup being made, so the limits are decided as if it had not, on the
+		 * account's other running sandboxes. They are counted again here, after the
+		 * adoption: Q_STATE's count was taken before it, and the collector's
+		 * registration may have committed in between (the account lock does not hold
+		 * it back), so that count may not hold the row adopted. */
+		const char *who[] = {v[1].text, v[0].text};
+		PGresult *n = q_exec(c, Q_RUNNING_OTHERS, 2, who);
 		struct account_state others = s;
-		if (PQgetisnull(a, 0, 5) && others.running > 0)
-			others.running--;
+		if (PQresultStatus(n) != PGRES_TUPLES_OK || PQntuples(n) != 1 ||
+		    !col_int(n, 0, 0, &others.running)) {
+			reply_db_error(r, "could not count the account's running sandboxes", n);
+			PQclear(n);
+			PQclear(a);
+			rollback(c);
+			return;
+		}
+		PQclear(n);
 		quota_decide(&others, &q);
 		if (!q.allowed) {
 			PQclear(a);

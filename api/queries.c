@@ -103,6 +103,10 @@ static const char *const sql[Q_COUNT] = {
                               "AND started_at IS NULL AND (stopped_at IS NULL OR stopped_at >= " TS(
                                       "$5") ") "
                                             "RETURNING " SANDBOX_COLS,
+        /* Citus: sandboxes are spread by sandbox, so a count over the account's shards,
+         * as Q_STATE's running count is */
+        [Q_RUNNING_OTHERS] = "SELECT count(*) FROM sandboxes WHERE account_id = $1 "
+                             "AND stopped_at IS NULL AND id <> $2",
         [Q_SANDBOX_STOP] = "UPDATE sandboxes SET platform_stopped_at = " TS(
                 "$2") " "
                       "WHERE id = $1 AND (platform_stopped_at IS NULL "

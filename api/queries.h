@@ -17,14 +17,15 @@ enum query {
 	Q_ACCOUNT_LOCK, /* id -> the account, locked FOR UPDATE */
 	Q_ACCOUNT_NEW,  /* id, name, plan, cap -> the account */
 	Q_STATE, /* account, month start µs -> account, running, wall µs before, the month's sums */
-	Q_SANDBOX,       /* id -> the sandbox */
-	Q_SANDBOX_NEW,   /* id, account, vcpus, memory, started µs -> the sandbox */
-	Q_SANDBOX_ADOPT, /* id, account, vcpus, memory, started µs -> the sandbox the collector
-	                    found */
-	Q_SANDBOX_STOP,  /* id, stopped µs -> id, when the platform's stop moved */
-	Q_SANDBOX_ENDS,  /* -> stopped_at, ended_by of sandbox $1 from its stops and ends */
-	Q_MARK,          /* sandbox, from µs (NULL: everything) -> queue a re-rating */
-	Q_USAGE_TOTALS,  /* account, from µs, to µs -> per plan sums */
+	Q_SANDBOX,        /* id -> the sandbox */
+	Q_SANDBOX_NEW,    /* id, account, vcpus, memory, started µs -> the sandbox */
+	Q_SANDBOX_ADOPT,  /* id, account, vcpus, memory, started µs -> the sandbox the collector
+	                     found */
+	Q_RUNNING_OTHERS, /* account, id -> how many of its sandboxes run besides that one */
+	Q_SANDBOX_STOP,   /* id, stopped µs -> id, when the platform's stop moved */
+	Q_SANDBOX_ENDS,   /* -> stopped_at, ended_by of sandbox $1 from its stops and ends */
+	Q_MARK,           /* sandbox, from µs (NULL: everything) -> queue a re-rating */
+	Q_USAGE_TOTALS,   /* account, from µs, to µs -> per plan sums */
 	Q_USAGE_MONTH_TOTALS, /* account, month (date) -> per plan sums (account_month) */
 	Q_USAGE_OF,    /* account, from µs, to µs, ids -> per sandbox and plan sums of those */
 	Q_RANK_RANGE,  /* account, from µs, to µs, n -> the n costliest sandboxes (then id),

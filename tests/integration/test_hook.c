@@ -181,6 +181,81 @@ static void admitted_refused_and_released(void **state)
 	free(r);
 }
 
+/*
+ * The collector registers a container's cgroup while the admission runs:
+ * after the admission counted the account's running sandboxes, before it
+ * adopts the row. The admission still decides on the account's other
+ * sandboxes, so a full account refuses it. A table lock on sandboxes holds
+ * the admission at its adoption while the registration commits.
+ */
+static void a_registration_committing_during_the_admission_is_counted(void **state)
+{
+	struct fx *f = *state;
+	struct run_result *r = malloc(sizeof *r);
+	char v[64], errfile[160];
+	assert_int_equal(hook(r, "admit", "--account", "paidco", "--sandbox", "sb-a", "--vcpus",
+	                      "1", "--memory-gib", "1", NULL),
+	                 0);
+	PGconn *hold = PQconnectdb(f->db.url);
+	assert_int_equal(PQstatus(hold), CONNECTION_OK);
+	const char *steps[] = {
+	        "BEGIN", "LOCK TABLE sandboxes IN SHARE ROW EXCLUSIVE MODE",
+	        /* as the collector's write registers a sandbox its path names */
+	        "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us, account_id, "
+	        "cpu_limit_millicores, memory_limit_bytes) VALUES ('sb-r', 1, now(), 'h', 0, "
+	        "'paidco', 1000, 1073741824)"};
+	for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
+		PGresult *res = PQexec(hold, steps[i]);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			fail_msg("%s: %s", steps[i], PQerrorMessage(hold));
+		PQclear(res);
+	}
+	snprintf(errfile, sizeof errfile, "%s/admit.err", f->dir);
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		int st = hook(r, "admit", "--account", "paidco", "--sandbox", "sb-r", "--vcpus",
+		              "1", "--memory-gib", "1", "--timeout", "30s", NULL);
+		FILE *out = fopen(errfile, "w");
+		if (out) {
+			fputs(r->err, out);
+			fclose(out);
+		}
+		_exit(st);
+	}
+	/* the admission waits at its adoption */
+	for (int i = 0; i < 800; i++) {
+		testdb_value(&f->db,
+		             "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+		             "current_database() AND wait_event_type = 'Lock' AND query LIKE "
+		             "'UPDATE sandboxes SET vcpus%'",
+		             v, sizeof v);
+		if (strcmp(v, "1") == 0)
+			break;
+		sleep_ms(25);
+	}
+	assert_string_equal(v, "1");
+	PGresult *res = PQexec(hold, "COMMIT");
+	assert_int_equal(PQresultStatus(res), PGRES_COMMAND_OK);
+	PQclear(res);
+	PQfinish(hold);
+	int st;
+	assert_int_equal(waitpid(child, &st, 0), child);
+	FILE *in = fopen(errfile, "r");
+	size_t n = in ? fread(r->err, 1, sizeof r->err - 1, in) : 0;
+	r->err[n] = '\0';
+	if (in)
+		fclose(in);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 1)
+		fail_msg("admitted into a full account (status %d): %s", st, r->err);
+	assert_non_null(strstr(r->err, "concurrency_limit"));
+	assert_string_equal(
+	        testdb_value(&f->db, "SELECT count(*) FROM sandboxes WHERE account_id = 'paidco'",
+	                     v, sizeof v),
+	        "2");
+	free(r);
+}
+
 static void misconfigurations_exit_2_with_a_clear_line(void **state)
 {
 	struct fx *f = *state;
@@ -748,6 +823,8 @@ int main(void)
 		cmocka_set_test_filter(getenv("METER_TEST_ONLY"));
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test_setup_teardown(admitted_refused_and_released, setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                a_registration_committing_during_the_admission_is_counted, setup, teardown),
 	        cmocka_unit_test_setup_teardown(misconfigurations_exit_2_with_a_clear_line, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(meter_away_fails_closed_or_open_within_the_timeout,
