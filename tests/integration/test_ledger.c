@@ -905,11 +905,73 @@ static void a_sample_inserted_while_its_partition_is_dropped_is_kept(void **stat
 	                 1);
 }
 
+/*
+ * A writer whose transaction inserted into samples, then reaches into a raw
+ * partition that the upkeep is dropping, does not deadlock with the drop: the
+ * drop takes samples before the partition, so it waits for the writer, sees
+ * the writer's late sample and its mark, and keeps the partition. (Holding the
+ * partition while its DROP waited for samples, the two waited for each other
+ * and one was rolled back.)
+ */
+static void a_writer_reaching_into_a_partition_being_dropped_does_not_deadlock(void **state)
+{
+	struct fx *f = *state;
+	api_stop(&f->api); /* no rollup worker: the two sessions below race alone */
+	f->api.pid = 0;
+	sql(f, "INSERT INTO accounts (id, name, plan) VALUES ('late', 'Late', 'paid')");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) "
+	       "VALUES ('late-1', 'late', 1, 1, '2026-09-10T00:00:00Z')");
+	sql(f, "CREATE TABLE IF NOT EXISTS samples_202609 PARTITION OF samples "
+	       "FOR VALUES FROM ('2026-09-01T00:00:00Z') TO ('2026-10-01T00:00:00Z')");
+	PGconn *a = PQconnectdb(f->db.url), *b = PQconnectdb(f->db.url);
+	assert_int_equal(PQstatus(a), CONNECTION_OK);
+	assert_int_equal(PQstatus(b), CONNECTION_OK);
+	/* a writer's transaction: samples of today first */
+	PQclear(PQexec(a, "BEGIN"));
+	PGresult *r = PQexec(a, "INSERT INTO samples (sandbox_id, incarnation, ts, host, "
+	                        "cpu_usage_us) VALUES ('late-1', 1, now(), 'h', 9000000)");
+	assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	/* the upkeep's drop of September (empty, nothing marked in it) */
+	assert_int_equal(PQsendQuery(b, "SELECT meter_drop_sample_partitions('35 days')::text"), 1);
+	usleep(300000);
+	assert_int_equal(PQconsumeInput(b), 1);
+	assert_int_equal(PQisBusy(b), 1);
+	/* the same transaction then writes a late sample of September */
+	r = PQexec(a, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) "
+	              "VALUES ('late-1', 1, '2026-09-10T00:10:00Z', 'h', 5000000)");
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		fail_msg("the writer's late sample failed: %s", PQerrorMessage(a));
+	PQclear(r);
+	r = PQexec(a, "COMMIT");
+	assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	r = PQgetResult(b);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		fail_msg("the drop failed: %s", PQerrorMessage(b));
+	char dropped[256];
+	snprintf(dropped, sizeof dropped, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	while ((r = PQgetResult(b)) != NULL)
+		PQclear(r);
+	PQfinish(a);
+	PQfinish(b);
+	if (strstr(dropped, "samples_202609"))
+		fail_msg("the partition was dropped with a sample that had just come: %s", dropped);
+	assert_int_equal(num(f, "SELECT count(*) FROM samples WHERE sandbox_id = 'late-1'"), 2);
+	assert_int_equal(num(f, "SELECT count(*) FROM rollup_queue WHERE sandbox_id = 'late-1' "
+	                        "AND from_ts <= '2026-09-10T00:10:00Z'"),
+	                 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test_setup_teardown(
 	                a_sample_inserted_while_its_partition_is_dropped_is_kept, setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                a_writer_reaching_into_a_partition_being_dropped_does_not_deadlock, setup,
+	                teardown),
 	        cmocka_unit_test_setup_teardown(
 	                ten_sandboxes_of_256_vcpus_and_1_tib_busy_all_month_are_billed_in_full,
 	                setup, teardown),
