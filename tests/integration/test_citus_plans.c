@@ -104,6 +104,7 @@ static const struct hot {
         /* known fan-outs: by account over tables kept by sandbox */
         {Q_RUNNING_COUNT, "Q_RUNNING_COUNT", "'acme'", -1},
         {Q_DATA_AS_OF, "Q_DATA_AS_OF", "'acme'", -1},
+        {Q_RUNNING_OTHERS, "Q_RUNNING_OTHERS (an admission adopting)", "'acme', 'sb-1'", -1},
 };
 
 static void hot_statements_go_to_one_shard(void **state)
