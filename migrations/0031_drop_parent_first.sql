@@ -10,14 +10,18 @@
 -- Whether the raw partition [lo, hi) may be dropped: every sample in it rolled
 -- up (no mark reaches into it) and its months final (invoiced) for every
 -- account with usage in them.
+-- PL/pgSQL, not SQL: Citus cannot plan a SQL function's statement over
+-- distributed tables with its parameters unresolved.
 CREATE FUNCTION meter_partition_droppable(lo timestamptz, hi timestamptz)
-RETURNS boolean LANGUAGE sql STABLE SET search_path = public SET timezone = 'UTC' AS $$
-	SELECT NOT EXISTS (SELECT 1 FROM rollup_queue WHERE from_ts < hi)
+RETURNS boolean LANGUAGE plpgsql STABLE SET search_path = public SET timezone = 'UTC' AS $$
+BEGIN
+	RETURN NOT EXISTS (SELECT 1 FROM rollup_queue WHERE from_ts < hi)
 	   AND NOT EXISTS (
 		SELECT 1 FROM account_month am
 		WHERE am.month >= lo::date AND am.month < hi::date
 		  AND NOT EXISTS (SELECT 1 FROM invoices iv
-		                  WHERE iv.account_id = am.account_id AND iv.month = am.month))
+		                  WHERE iv.account_id = am.account_id AND iv.month = am.month));
+END
 $$;
 REVOKE ALL ON FUNCTION meter_partition_droppable(timestamptz, timestamptz) FROM PUBLIC;
 
