@@ -517,23 +517,28 @@ static const char checkpoint_sql[] =
  * cannot be rated ($5, why $6, kind $7: 'unregistered' or 'parked'), keeping
  * when they first waited: two updates of disjoint rows, not coalesce(...,
  * now()), which Citus cannot send to a shard (it evaluates now() apart).
+ * Each table is named by its key = ANY (the batch's array) as well as by the
+ * join: Citus sends a join with unnest alone to every shard, and this to the
+ * batch's shards only.
  */
 static const char clear_sql[] =
 	"WITH gone AS (DELETE FROM rollup_queue WHERE sandbox_id = ANY ($4::text[])), "
 	"parked AS (UPDATE rollup_queue q SET waiting = p.why, waiting_kind = p.kind, "
 	"  waiting_since = now(), retry_after = NULL "
 	"  FROM unnest($5::text[], $6::text[], $7::text[]) p(id, why, kind) "
-	"  WHERE q.sandbox_id = p.id AND q.waiting_since IS NULL), "
+	"  WHERE q.sandbox_id = p.id AND q.sandbox_id = ANY ($5::text[]) "
+	"  AND q.waiting_since IS NULL), "
 	"still AS (UPDATE rollup_queue q SET waiting = p.why, waiting_kind = p.kind, "
 	"  retry_after = NULL FROM unnest($5::text[], $6::text[], $7::text[]) p(id, why, kind) "
-	"  WHERE q.sandbox_id = p.id AND q.waiting_since IS NOT NULL), "
+	"  WHERE q.sandbox_id = p.id AND q.sandbox_id = ANY ($5::text[]) "
+	"  AND q.waiting_since IS NOT NULL), "
 	"old AS (DELETE FROM usage_hourly u "
 	"  USING unnest($1::text[], $2::text[], $3::bigint[]) j(a, s, w) "
-	"  WHERE u.account_id = j.a AND u.sandbox_id = j.s "
+	"  WHERE u.account_id = j.a AND u.sandbox_id = j.s AND u.account_id = ANY ($1::text[]) "
 	"  AND u.hour > " TS("j.w - 3600000000") " RETURNING u.*), "
 	"unpriced AS (DELETE FROM usage_unpriced u "
 	"  USING unnest($1::text[], $2::text[], $3::bigint[]) j(a, s, w) "
-	"  WHERE u.account_id = j.a AND u.sandbox_id = j.s "
+	"  WHERE u.account_id = j.a AND u.sandbox_id = j.s AND u.account_id = ANY ($1::text[]) "
 	"  AND u.hour > " TS("j.w - 3600000000") "), "
 	"sagg AS (SELECT account_id, (date_trunc('month', hour AT TIME ZONE 'UTC'))::date m, "
 	"  sandbox_id, price_plan_id, sum(cpu_measured_us) a, sum(cpu_billed_us) b, "
@@ -544,7 +549,7 @@ static const char clear_sql[] =
 	"  idle_us = t.idle_us - x.d, wall_us = t.wall_us - x.e, "
 	"  memory_mgib_us = t.memory_mgib_us - x.f FROM sagg x "
 	"  WHERE t.account_id = x.account_id AND t.month = x.m AND t.sandbox_id = x.sandbox_id "
-	"  AND t.price_plan_id = x.price_plan_id), "
+	"  AND t.price_plan_id = x.price_plan_id AND t.account_id = ANY ($1::text[])), "
 	"dagg AS (SELECT account_id, (hour AT TIME ZONE 'UTC')::date dd, price_plan_id, "
 	"  sum(cpu_measured_us) a, sum(cpu_billed_us) b, sum(busy_us) c, sum(idle_us) d, "
 	"  sum(wall_us) e, sum(memory_mgib_us) f FROM old GROUP BY 1, 2, 3), "
@@ -553,7 +558,7 @@ static const char clear_sql[] =
 	"  idle_us = t.idle_us - x.d, wall_us = t.wall_us - x.e, "
 	"  memory_mgib_us = t.memory_mgib_us - x.f FROM dagg x "
 	"  WHERE t.account_id = x.account_id AND t.day = x.dd "
-	"  AND t.price_plan_id = x.price_plan_id), "
+	"  AND t.price_plan_id = x.price_plan_id AND t.account_id = ANY ($1::text[])), "
 	"agg AS (SELECT account_id, m, price_plan_id, sum(a) a, sum(b) b, sum(c) c, sum(d) d, "
 	"  sum(e) e, sum(f) f FROM sagg GROUP BY 1, 2, 3) "
 	"UPDATE account_month t SET cpu_measured_us = t.cpu_measured_us - agg.a, "
@@ -561,7 +566,7 @@ static const char clear_sql[] =
 	"  idle_us = t.idle_us - agg.d, wall_us = t.wall_us - agg.e, "
 	"  memory_mgib_us = t.memory_mgib_us - agg.f "
 	"FROM agg WHERE t.account_id = agg.account_id AND t.month = agg.m "
-	"  AND t.price_plan_id = agg.price_plan_id";
+	"  AND t.price_plan_id = agg.price_plan_id AND t.account_id = ANY ($1::text[])";
 
 /* The new hours' unpriced intervals (rule 6), one array per column. */
 static const char unpriced_sql[] =
@@ -1553,7 +1558,8 @@ static bool trial_enqueue(PGconn *c, const struct job *jobs, size_t n, char *err
 		       "$2::bigint[]) "
 		       "  x(id, w) GROUP BY id) x JOIN accounts a ON a.id = x.id "
 		       "LEFT JOIN trial_crossing t ON t.account_id = a.id "
-		       "WHERE a.trial_grant_seconds > 0 AND (t.hour >= " TS(
+		       "WHERE a.id = ANY ($1::text[]) AND a.trial_grant_seconds > 0 AND (t.hour "
+		       ">= " TS(
 		               "x.w") " "
 		                      "  OR (t.hour IS NULL AND (SELECT coalesce(sum(wall_us), 0) "
 		                      "FROM account_month m "

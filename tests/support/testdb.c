@@ -244,9 +244,9 @@ void testdb_drop(struct testdb *t)
 
 /*
  * Runs sql; a deadlock aborts one side, and the statement runs again when it ran on its own
- * (no transaction left open), as the collector's writer sends a batch again. meter-api's
- * partition upkeep, which drops old raw partitions (the partition's lock, then the
- * parent's), can be the other side of a test's read or insert of old samples.
+ * (no transaction left open), as the collector's writer sends a batch again. The other
+ * side is meter-api's own work (its rollup, its partition upkeep) on the rows a test reads
+ * or writes.
  */
 static PGresult *exec_again_on_deadlock(struct testdb *t, const char *sql)
 {
