@@ -87,6 +87,8 @@ static void record(const char *method, const char *path, const struct http_res *
 	cJSON_free(line);
 }
 
+int http_wait_s = 20;
+
 void http_do_ex(int port, const char *method, const char *path, const char *key, const char *body,
                 size_t body_len, const char *header, struct http_res *res)
 {
@@ -94,7 +96,7 @@ void http_do_ex(int port, const char *method, const char *path, const char *key,
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	struct timeval tv = {20, 0};
+	struct timeval tv = {http_wait_s, 0};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
 		if (fd >= 0)

@@ -22,8 +22,11 @@ struct http_res {
 
 /*
  * Sends one request to 127.0.0.1:port and reads the whole answer. key is the
- * bearer key or NULL; body may be NULL. Free with http_free.
+ * bearer key or NULL; body may be NULL. Free with http_free. An answer that
+ * does not come within http_wait_s seconds (20 unless a test sets it) leaves
+ * status 0.
  */
+extern int http_wait_s;
 void http_do(int port, const char *method, const char *path, const char *key, const char *body,
              size_t body_len, struct http_res *res);
 /* The same with one more header line ("Cookie: a=b"), and the Set-Cookie and Location answered. */
