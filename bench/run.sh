@@ -7,6 +7,8 @@
 # not set and it is not running (and stops it again at the end), then runs in
 # turn:
 #   build/bench_collector   the collector's CPU per round beside a naive reader
+#   bench/collector_real.sh the meter-collector binary on 1,000 real cgroups at
+#                           a 1 s interval with the write, measured from /proc
 #   bench/bench_api.sh      meter-api under wrk beside pgbench on the same SQL
 #   build/bench_fleet       a month of a fleet: ingest beside psql \copy, the
 #                           rollup, then (--queries) the latency of the largest
@@ -40,17 +42,20 @@ esac
 
 if ((quick == 2)); then
 	collector_args=()
+	bin_args=(1000 60)
 	api_secs=10
 	fleet_args=(--accounts 2000 --sandboxes 300000)
 	mode="full (--full: the whole fleet month)"
 	quick=0
 elif ((quick)); then
 	collector_args=(--sandboxes 300 --real 30 --rounds 20)
+	bin_args=(300 10)
 	api_secs=2
 	fleet_args=(--accounts 20 --sandboxes 3000)
 	mode="quick (--quick: small sizes, a smoke test)"
 else
 	collector_args=()
+	bin_args=(1000 60)
 	api_secs=10
 	fleet_args=(--accounts 200 --sandboxes 30000)
 	mode="default (the fleet at a tenth)"
@@ -91,6 +96,7 @@ run() {
 }
 
 run collector "$build/bench_collector" "${collector_args[@]}"
+run collector_bin env METER_BUILD="$build" bash "$here/bench/collector_real.sh" "${bin_args[@]}"
 run api bash "$here/bench/bench_api.sh" "$api_secs"
 run fleet "$build/bench_fleet" "${fleet_args[@]}" --queries --plans "$logs/fleet-plans.txt"
 lag_ran=0
@@ -157,6 +163,7 @@ u4=$(get api_usage_c4_rps) gu4=$(get pg_usage_c4_tps)
 cc=$(get collector_copy_meter_us) crss=$(get collector_copy_meter_rss_mib)
 cf=$(get collector_fake_meter_us) cn=$(get collector_fake_naive_us) cnrss=$(get collector_fake_naive_rss_mib)
 cr=$(get collector_real_meter_us) crn=$(get collector_real_naive_us)
+cbp=$(get collector_bin_pct) cbrss=$(get collector_bin_rss_mib) cbus=$(get collector_bin_us)
 lag50=$(get lag_p50_ms) lag99=$(get lag_p99_ms) lagsps=$(get lag_ingest_sps)
 lagint=$(get lag_interval_s)
 [[ -n $lagint ]] || lagint=10
@@ -203,6 +210,10 @@ row "collector CPU per sandbox per round, µs, reading only (tmpfs tree)" \
 row "collector CPU per sandbox per round, µs, real cgroups" \
 	"$(calc 'printf "%.2f", a' "$cr")" "$(calc 'printf "%.2f", a' "$crn") (naive reader)" \
 	"$(calc 'printf "%.2f", a / b' "$cr" "$crn")" "none stated" "-"
+row "collector binary, ${bin_args[0]} real cgroups, 1 s interval, with the write: % of one core (µs per sandbox per round)" \
+	"$(calc 'printf "%.2f", a' "$cbp") ($(calc 'printf "%.1f", a' "$cbus"))" "" "" "<= 1 %" "$(met 'a <= 1' "$cbp")"
+row "collector binary's peak RSS (VmHWM), MiB; most of it libpq's shared libraries" \
+	"$(calc 'printf "%.1f", a' "$cbrss")" "" "" "<= 8 MiB" "$(met 'a <= 8' "$cbrss")"
 row "collector peak RSS, MiB, with the COPY" "$(calc 'printf "%.1f", a' "$crss")" \
 	"$(calc 'printf "%.1f", a' "$cnrss") (naive reader)" "" "<= 8 MiB" "$(met 'a <= 8' "$crss")"
 row "hot statements whose plan reads samples with a Seq Scan (auto_explain, $(num "$nplans") plans; ${notex:-?} not exercised)" \

@@ -285,7 +285,8 @@ enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **w
 	for (int f = 0; f < CG_NFILES; f++) {
 		if (h->fd[f] < 0)
 			continue;
-		if (!limits && (f == CG_MEM_MAX || f == CG_CPU_MAX || f == CG_CPU_PERIOD))
+		if (!limits && (f == CG_MEM_MAX || f == CG_CPU_MAX || f == CG_CPU_PERIOD ||
+		                f == CG_MEM_STAT || f == CG_MEM_KMEM))
 			continue;
 		ssize_t n = read_file(h->fd[f], buf, sizeof buf);
 		if (n < 0 && f != CG_CPU) {
@@ -374,6 +375,7 @@ enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **w
 	    !ck_add(out.mem_anon_kernel, kmem, &out.mem_anon_kernel))
 		out.mem_anon_kernel = CG_ABSENT;
 	if (limits) {
+		h->mem_anon_kernel = out.mem_anon_kernel;
 		h->mem_limit = out.mem_limit;
 		h->cpu_limit_millicores = out.cpu_limit_millicores;
 		h->limit_age = CG_LIMIT_EVERY;
@@ -382,6 +384,7 @@ enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **w
 		    (out.mem_limit == CG_ABSENT || out.cpu_limit_millicores == CG_ABSENT))
 			h->limit_age = 1;
 	} else {
+		out.mem_anon_kernel = h->mem_anon_kernel;
 		out.mem_limit = h->mem_limit;
 		out.cpu_limit_millicores = h->cpu_limit_millicores;
 	}

@@ -55,13 +55,16 @@ enum cg_file {
 };
 
 /*
- * Limits change seldom, so they are re-read every CG_LIMIT_EVERY readings
- * (and at the first); in between the last values are reported. That keeps a
- * round at four reads per sandbox instead of six or seven. Over a young
- * sandbox's first CG_LIMIT_EVERY readings a limit not there yet is looked for
- * at every one: a platform writes the limits just after it makes the cgroup,
- * which the collector may find in between, and a sandbox is registered from
- * them (and counts as running) at its first sample that has them.
+ * Limits change seldom and nothing is billed on the memory breakdown
+ * (memory.stat, which the kernel builds anew at every read, and v1's kernel
+ * memory), so these are re-read every CG_LIMIT_EVERY readings (and at the
+ * first); in between the last values are reported. A round then reads the
+ * two or three counters billing needs (CPU, memory current and peak) instead
+ * of six to eight files. Over a young sandbox's first CG_LIMIT_EVERY readings
+ * a limit not there yet is looked for at every one: a platform writes the
+ * limits just after it makes the cgroup, which the collector may find in
+ * between, and a sandbox is registered from them (and counts as running) at
+ * its first sample that has them.
  */
 #define CG_LIMIT_EVERY 10
 
@@ -76,6 +79,7 @@ struct cg_handle {
 	int limit_age; /* readings until the limits are read again; 0: now */
 	int readings;  /* taken so far, up to CG_LIMIT_EVERY */
 	int64_t mem_limit, cpu_limit_millicores; /* the last limits read */
+	int64_t mem_anon_kernel;                 /* the last memory breakdown read */
 };
 
 enum cg_status {
@@ -108,7 +112,8 @@ void cg_close(struct cg_handle *h);
 void cg_init(struct cg_handle *h);
 
 /*
- * Reads every figure (the limits as CG_LIMIT_EVERY says). On anything but
+ * Reads every figure (the limits and the memory breakdown as CG_LIMIT_EVERY
+ * says). On anything but
  * CG_OK *r and the handle are unchanged; which_file names the file that
  * failed when not NULL.
  */

@@ -142,6 +142,33 @@ static void a_young_sandboxs_missing_limit_is_looked_for_at_every_reading(void *
 	cg_close(&h);
 }
 
+/*
+ * The counters billing needs are read at every reading; memory.stat (the
+ * kernel builds it at each read, and nothing is billed on it) only with the
+ * limits, its last figure reported in between.
+ */
+static void memory_stat_is_read_with_the_limits(void **state)
+{
+	(void)state;
+	struct cg_reading r;
+	struct cg_handle h;
+	read_sandbox("v2", FAKE_V2, &r, &h);
+	for (int i = 0; i < CG_LIMIT_EVERY; i++) /* past its young readings */
+		assert_int_equal(cg_read(&h, &r, NULL), CG_OK);
+	assert_int_equal(r.mem_anon_kernel, 4096 + 1024);
+	assert_true(fakecg_write(root, "", "sandboxes/acme/sb-1", "memory.stat",
+	                         "anon 8192\nfile 0\nkernel 2048\n"));
+	assert_true(fakecg_write(root, "", "sandboxes/acme/sb-1", "memory.current", "3145728\n"));
+	assert_int_equal(cg_read(&h, &r, NULL), CG_OK);
+	int k = 1;
+	assert_int_equal(r.mem_current, 3145728); /* at once */
+	for (; k <= CG_LIMIT_EVERY && r.mem_anon_kernel == 4096 + 1024; k++)
+		assert_int_equal(cg_read(&h, &r, NULL), CG_OK);
+	assert_int_equal(r.mem_anon_kernel, 8192 + 2048);
+	assert_true(k > 1); /* not at the next reading: it waited for the re-read */
+	cg_close(&h);
+}
+
 /* cgroup.events is read by path: a folder made again under the name is not ours. */
 static void cgroup_events_of_a_new_incarnation_are_not_read_as_ours(void **state)
 {
@@ -357,6 +384,7 @@ int main(void)
 	        cmocka_unit_test(keyed_files_give_only_whole_keys),
 	        cmocka_unit_test(single_numbers_limits_and_quotas),
 	        cmocka_unit_test_teardown(v2_tree_gives_every_figure, teardown),
+	        cmocka_unit_test_teardown(memory_stat_is_read_with_the_limits, teardown),
 	        cmocka_unit_test_teardown(
 	                a_young_sandboxs_missing_limit_is_looked_for_at_every_reading, teardown),
 	        cmocka_unit_test_teardown(cgroup_events_of_a_new_incarnation_are_not_read_as_ours,
