@@ -18,31 +18,20 @@ command -v wrk >/dev/null || { apt-get install -y -qq wrk >/dev/null || { echo "
 build=$(bash "$here/scripts/build.sh" | tail -n 1)
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 
-started=0
-if [[ -z ${DATABASE_URL:-} ]]; then
-	if ! bash "$here/scripts/pg.sh" status >/dev/null; then
-		bash "$here/scripts/pg.sh" start >/dev/null
-		started=1
-	fi
-	DATABASE_URL=$(bash "$here/scripts/pg.sh" url)
-fi
-admin_url=$DATABASE_URL
+. "$here/bench/pgdb.sh"
+bench_pg_up
 db=meter_bench_api
 work=$(mktemp -d /tmp/meter-bench-api-XXXXXX)
 api_pid=
 cleanup() {
 	[[ -n $api_pid ]] && kill "$api_pid" 2>/dev/null && wait "$api_pid" 2>/dev/null || true
-	psql -X -q -d "$admin_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
 	rm -rf "$work"
-	[[ $started == 1 ]] && bash "$here/scripts/pg.sh" stop >/dev/null || true
+	bench_pg_down "$db"
 }
 trap cleanup EXIT
 
-psql -X -q -d "$admin_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" >/dev/null
-url=$(psql -X -qtA -d "$admin_url" -c "SELECT 'host=' || current_setting('unix_socket_directories') || ' user=' || current_user || ' dbname=$db'")
-[[ -n ${PGPORT:-} ]] && url="$url port=$PGPORT"
+bench_db_make "$db"
 export DATABASE_URL=$url
-"$build/meter" migrate >/dev/null
 
 # An account with 50 running sandboxes and a month of usage: 300 sandboxes x 30 hours.
 psql -X -q -d "$url" >/dev/null <<'SQL'

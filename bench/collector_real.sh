@@ -30,15 +30,8 @@ else
 	prim=$root/cpuacct mem=$root/memory
 fi
 
-started=0
-if [[ -z ${DATABASE_URL:-} ]]; then
-	if ! bash "$here/scripts/pg.sh" status >/dev/null; then
-		bash "$here/scripts/pg.sh" start >/dev/null
-		started=1
-	fi
-	DATABASE_URL=$(bash "$here/scripts/pg.sh" url)
-fi
-admin_url=$DATABASE_URL
+. "$here/bench/pgdb.sh"
+bench_pg_up
 db=meter_bench_collector
 acct=bench-$$
 work=$(mktemp -d /tmp/meter-bench-collector-XXXXXX)
@@ -50,16 +43,12 @@ cleanup() {
 		find "$h/sandboxes/$acct" -mindepth 1 -maxdepth 1 -type d -exec rmdir {} + 2>/dev/null || true
 		rmdir "$h/sandboxes/$acct" 2>/dev/null || true
 	done
-	psql -X -q -d "$admin_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
 	rm -rf "$work"
-	[[ $started == 1 ]] && bash "$here/scripts/pg.sh" stop >/dev/null || true
+	bench_pg_down "$db"
 }
 trap cleanup EXIT
 
-PGOPTIONS="-c client_min_messages=warning" psql -X -q -d "$admin_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" >/dev/null
-url=$(psql -X -qtA -d "$admin_url" -c "SELECT 'host=' || current_setting('unix_socket_directories') || ' user=' || current_user || ' dbname=$db'")
-[[ -n ${PGPORT:-} ]] && url="$url port=$PGPORT"
-DATABASE_URL=$url "$build/meter" migrate >/dev/null
+bench_db_make "$db"
 psql -X -q -d "$url" -c "INSERT INTO accounts (id, name, plan) VALUES ('$acct', 'Bench', 'paid')" >/dev/null
 
 for h in "$prim" $mem; do
