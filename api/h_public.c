@@ -8,7 +8,6 @@
 #include "api/queries.h"
 #include "api/replica.h"
 #include "api/routes.h"
-#include "api/rollup.h"
 #include "common/plans.h"
 #include "meter/estimate.h"
 #include "meter/decimal.h"

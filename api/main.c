@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "api/http.h"
-#include "api/rollup.h"
+#include "rollup/rollup.h"
 #include "api/webhook.h"
 #include "common/invoicedb.h"
 #include "common/log.h"

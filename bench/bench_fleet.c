@@ -55,7 +55,7 @@
 #include <unistd.h>
 
 #include "api/cursor.h"
-#include "api/rollup.h"
+#include "rollup/rollup.h"
 #include "collector/batch.h"
 #include "collector/writer.h"
 #include "common/keys.h"
@@ -307,22 +307,22 @@ static const struct hot {
          false},
         {"common/invoicedb.c stored invoice", "SELECT body_json", true},
         {"common/limits.c limits_check_usage", "a.monthly_spend_cap::text, (SELECT coalesce", true},
-        {"api/rollup.c take marks", "FROM rollup_queue WHERE waiting IS NULL AND", true},
+        {"rollup/rollup.c take marks", "FROM rollup_queue WHERE waiting IS NULL AND", true},
         /* the samples' trigger registers a sandbox whose path names an account at its first
          * sample (migrations/0017); the rollup does when the account came later */
-        {"api/rollup.c auto_register (samples)", "SELECT s.account_id, s.cpu_limit_millicores",
+        {"rollup/rollup.c auto_register (samples)", "SELECT s.account_id, s.cpu_limit_millicores",
          false},
-        {"api/rollup.c load sandboxes, horizon", "LEFT JOIN sandboxes s ON s.id = j.id", true},
-        {"api/rollup.c read: seeds and window (samples)", "CROSS JOIN LATERAL", true},
-        {"api/rollup.c clear: marks, old hours", "WITH gone AS (DELETE FROM rollup_queue", true},
-        {"api/rollup.c insert: new hours", "WITH ins AS (INSERT INTO usage_hourly", true},
-        {"api/rollup.c checkpoints", "INSERT INTO rollup_checkpoints", true},
-        {"api/rollup.c sandboxes' months", "meter_sandbox_month_costs", true},
-        {"api/rollup.c park a mark", "UPDATE rollup_queue SET waiting", false},
-        {"api/rollup.c trial: queue the accounts", "INSERT INTO trial_queue AS q", true},
-        {"api/rollup.c trial: find the crossing hour", "OVER (ORDER BY month) cum", false},
-        {"api/rollup.c trial: the crossing hour's sandboxes", "SELECT DISTINCT sandbox_id COLLATE",
-         false},
+        {"rollup/rollup.c load sandboxes, horizon", "LEFT JOIN sandboxes s ON s.id = j.id", true},
+        {"rollup/rollup.c read: seeds and window (samples)", "CROSS JOIN LATERAL", true},
+        {"rollup/rollup.c clear: marks, old hours", "WITH gone AS (DELETE FROM rollup_queue", true},
+        {"rollup/rollup.c insert: new hours", "WITH ins AS (INSERT INTO usage_hourly", true},
+        {"rollup/rollup.c checkpoints", "INSERT INTO rollup_checkpoints", true},
+        {"rollup/rollup.c sandboxes' months", "meter_sandbox_month_costs", true},
+        {"rollup/rollup.c park a mark", "UPDATE rollup_queue SET waiting", false},
+        {"rollup/rollup.c trial: queue the accounts", "INSERT INTO trial_queue AS q", true},
+        {"rollup/rollup.c trial: find the crossing hour", "OVER (ORDER BY month) cum", false},
+        {"rollup/rollup.c trial: the crossing hour's sandboxes",
+         "SELECT DISTINCT sandbox_id COLLATE", false},
 };
 #define NHOT (sizeof hot / sizeof hot[0])
 

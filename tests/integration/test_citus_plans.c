@@ -18,7 +18,7 @@
 #include <time.h>
 
 #include "api/queries.h"
-#include "api/rollup.h"
+#include "rollup/rollup.h"
 #include "common/invoicedb.h"
 #include "common/plans.h"
 #include "tests/support/testdb.h"

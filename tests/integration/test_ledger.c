@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/rollup.h"
+#include "rollup/rollup.h"
 #include "collector/batch.h"
 #include "collector/writer.h"
 #include "common/keys.h"

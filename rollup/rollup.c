@@ -1,4 +1,4 @@
-#include "api/rollup.h"
+#include "rollup/rollup.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,5 +1,5 @@
 /*
- * api/rollup.h: the rollup worker, turning samples into hourly usage.
+ * rollup/rollup.h: the rollup worker, turning samples into hourly usage.
  *
  * Each meter-api process runs one worker thread with a connection of its
  * own. It takes up to 32 marked sandboxes at a time from rollup_queue (FOR
@@ -27,8 +27,8 @@
  * rates it from its samples, interval by interval, into trial_crossing and
  * trial_cover (migrations/0016).
  */
-#ifndef API_ROLLUP_H
-#define API_ROLLUP_H
+#ifndef ROLLUP_ROLLUP_H
+#define ROLLUP_ROLLUP_H
 
 #include <libpq-fe.h>
 #include <stdbool.h>
