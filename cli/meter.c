@@ -112,7 +112,8 @@ static int print_json(cJSON *o)
 
 static const struct opt_def migrate_opts[] = {
         {"dir", OPT_STRING, 0, 0, 0, NULL, "METER_MIGRATIONS_DIR", false,
-         "folder of the NNNN_name.sql files (default: the checkout's migrations/)"},
+         "folder of the NNNN_name.sql files (default: the installed share/meter/migrations; "
+         "run from a build folder, the checkout's migrations/)"},
 };
 
 static int run_migrate(const struct opt_val *v)
@@ -652,7 +653,9 @@ static void usage(FILE *out)
 		const char *nl = strchr(verbs[i].usage, '\n');
 		fprintf(out, "  %-10s %s\n", verbs[i].name, nl ? nl + 1 : "");
 	}
-	fprintf(out, "\nThe database is DATABASE_URL, or the private cluster of scripts/pg.sh.\n");
+	fprintf(out,
+	        "\nThe database is DATABASE_URL; without it, libpq's defaults (PGHOST...), or\n"
+	        "run from a build folder, the private cluster of scripts/pg.sh.\n");
 }
 
 int main(int argc, char **argv)

@@ -1,5 +1,6 @@
 #include "common/db.h"
 
+#include "common/paths.h"
 #include "meter/decimal.h"
 #include "meter/rating.h"
 #include "meter/timefmt.h"
@@ -37,8 +38,16 @@ const char *db_url(char *buf, size_t len)
 		return buf;
 	}
 	const char *dir = getenv("METER_PG_DIR");
+	if (!(dir && *dir))
+		dir = paths_private_pg_dir();
+	if (dir == NULL) {
+		/* An installed program has no checkout: libpq's defaults (PGHOST...). */
+		if (len > 0)
+			buf[0] = '\0';
+		return buf;
+	}
 	char enc[1024];
-	encode_path(dir && *dir ? dir : METER_PRIVATE_PG_DIR, enc, sizeof enc);
+	encode_path(dir, enc, sizeof enc);
 	snprintf(buf, len, "postgresql:///meter?host=%s/run&user=meter", enc);
 	return buf;
 }
@@ -58,10 +67,11 @@ PGconn *db_connect(const char *url, char *err, size_t errlen)
 		snprintf(msg, sizeof msg, "%s", PQerrorMessage(c));
 		msg[strcspn(msg, "\n")] = '\0';
 		snprintf(err, errlen, "could not connect to the database: %s%s", msg,
-		         getenv("DATABASE_URL")
-		                 ? ""
-		                 : " (DATABASE_URL is not set, so the private cluster "
-		                   "was tried: start it with scripts/pg.sh start)");
+		         getenv("DATABASE_URL") ? ""
+		         : url[0] == '\0'       ? " (DATABASE_URL is not set, so libpq's defaults "
+		                                  "were tried: PGHOST, PGUSER, PGDATABASE)"
+		                          : " (DATABASE_URL is not set, so the private cluster "
+		                            "was tried: start it with scripts/pg.sh start)");
 		PQfinish(c);
 		return NULL;
 	}

@@ -3,7 +3,10 @@
  *
  * The database is DATABASE_URL when it is set. Otherwise it is the private
  * cluster of this checkout (scripts/pg.sh), found under METER_PG_DIR or the
- * checkout's .pg folder, as user "meter" on its Unix socket.
+ * checkout's .pg folder, as user "meter" on its Unix socket; an installed
+ * program (common/paths.h) without METER_PG_DIR uses libpq's defaults (the
+ * PGHOST, PGUSER, PGDATABASE... variables, else the local socket as the user
+ * of the same name).
  */
 #ifndef COMMON_DB_H
 #define COMMON_DB_H

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/db.h"
+#include "common/paths.h"
 #include "meter/decimal.h"
 
 /* pg_advisory_lock key of the runner: "meter" in ASCII. */
@@ -25,8 +26,7 @@ struct mfile {
 
 const char *migrate_default_dir(void)
 {
-	const char *env = getenv("METER_MIGRATIONS_DIR");
-	return env && *env ? env : METER_MIGRATIONS_DIR;
+	return paths_migrations_dir();
 }
 
 /* NNNN_[a-z0-9_]+.sql: the version, or -1 for a name of another shape. */

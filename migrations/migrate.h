@@ -26,7 +26,10 @@ struct migrate_result {
 	int current; /* files that were already applied */
 };
 
-/* The folder: METER_MIGRATIONS_DIR from the environment, else the checkout's. */
+/*
+ * The folder: METER_MIGRATIONS_DIR from the environment, else the installed
+ * tree's or, run from the build folder, the checkout's (common/paths.h).
+ */
 const char *migrate_default_dir(void);
 
 /*

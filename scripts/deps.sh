@@ -8,13 +8,14 @@
 set -euo pipefail
 
 PACKAGES=(
-	gcc make cmake pkg-config
+	gcc make cmake pkg-config ninja-build
 	libpq-dev libmicrohttpd-dev libcjson-dev libpcre2-dev libcmocka-dev zlib1g-dev
 	libssl-dev libcurl4-openssl-dev python3 runc busybox-static
 	postgresql postgresql-contrib
 	chromium fonts-dejavu-core
 	clang libclang-rt-14-dev
 	procps util-linux e2fsprogs faketime wrk valgrind curl jq openssl systemd pgbouncer
+	dpkg-dev adduser man-db groff-base
 )
 
 missing=()
