@@ -2,9 +2,10 @@
  * common/parked.h: the rollup's marks that are set aside, for the operator.
  *
  * No sandbox holds up another (rule 10): a sandbox the rollup cannot rate is
- * set aside with its reason (rollup/rollup.c, migrations/0014) and the queue goes
- * on. Its samples are kept; new samples, its registration or a retry here
- * wake it, and it is rated as soon as what stopped it is fixed.
+ * set aside with its reason (rollup/store.c, rollup/batch.c, migrations/0014)
+ * and the queue goes on. Its samples are kept; new samples, its registration
+ * or a retry here wake it, and it is rated as soon as what stopped it is
+ * fixed.
  */
 #ifndef COMMON_PARKED_H
 #define COMMON_PARKED_H

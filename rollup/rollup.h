@@ -26,6 +26,8 @@
  * the account in trial_queue; the end of each pass finds that hour again and
  * rates it from its samples, interval by interval, into trial_crossing and
  * trial_cover (migrations/0016).
+ *
+ * Which file of rollup/ does what: rollup/internal.h.
  */
 #ifndef ROLLUP_ROLLUP_H
 #define ROLLUP_ROLLUP_H

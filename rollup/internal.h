@@ -1,0 +1,197 @@
+/*
+ * rollup/internal.h: what the files of rollup/ share, and nothing outside
+ * rollup/ may use (the interface is rollup/rollup.h).
+ *
+ * A pass (worker.c) takes batches of marks (batch.c): for each, read.c
+ * reads the sandboxes (registering those not registered, register.c), their
+ * windows and samples into a struct job each, rate.c rates every job with
+ * the meter/ library, store.c writes the hours and removes or sets aside the
+ * marks, and trial.c queues the accounts whose trial crossing may have moved,
+ * then finds those crossings again (rule 8), reading and rating the crossing
+ * hour with the same functions. upkeep.c keeps partitions, invoices and old
+ * rows; sql.c is what every statement goes through.
+ *
+ * Functions shared between these files carry the prefix ru_.
+ */
+#ifndef ROLLUP_INTERNAL_H
+#define ROLLUP_INTERNAL_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "meter/plan.h"
+#include "meter/rating.h"
+
+#define US(col) "(extract(epoch FROM " col ") * 1000000)::bigint"
+/* meter_ts (migrations/0030_on_citus.sql): immutable, so Citus sends what uses it to shards */
+#define TS(n) "meter_ts((" n ")::bigint)"
+
+/*
+ * The statements of a batch. Each takes arrays, one element per sandbox (or
+ * per hourly row), so a batch costs the same number of round trips as one
+ * sandbox did. They go unnamed (PQexecParams): nothing is left prepared on
+ * the connection, so they pass through transaction pooling, and each is
+ * planned for its constants (the time bounds prune partitions).
+ */
+
+/*
+ * Shared with other rollups, exclusive to meter_drop_sample_partitions
+ * (migrations/0010): the horizon cannot move until this batch commits. Its
+ * own statement, so the reads after it have a snapshot taken after the lock.
+ */
+#define HORIZON_LOCK_SQL "SELECT pg_advisory_xact_lock_shared(hashtext('meter_sample_horizon'))"
+
+static inline int64_t now_realtime_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ---- sql.c ---- */
+
+/* A PostgreSQL array literal ("{...}") being built; failed once it could not grow. */
+struct arr {
+	char *s;
+	size_t len, cap, n;
+	bool failed;
+};
+
+/* Appends a text element, quoted. */
+void ru_arr_str(struct arr *a, const char *v);
+/* Appends an integer element. */
+void ru_arr_int(struct arr *a, int64_t v);
+/* An integer element, or NULL for METER_TIME_NONE. */
+void ru_arr_opt(struct arr *a, int64_t v);
+/* The literal, or NULL when it could not be built; a stays the owner. */
+const char *ru_arr_end(struct arr *a);
+void ru_arr_free(struct arr *a);
+
+/* A field as an integer, METER_TIME_NONE when NULL; false when malformed. */
+bool ru_get_int(const PGresult *r, int row, int col, int64_t *out);
+/* db_query whose failure's message ends in "(SQLSTATE xxxxx)". */
+PGresult *ru_query(PGconn *c, const char *sql, int n, const char *const *params,
+                   ExecStatusType want, const char *what, char *err, size_t errlen);
+/* Runs sql with the n arrays as its parameters, then frees them. */
+bool ru_arr_run(PGconn *c, const char *sql, ExecStatusType want, struct arr *a, int n,
+                const char *what, char *err, size_t errlen);
+/* True when err (from ru_query) is a failure that says nothing about the sandbox. */
+bool ru_passing_failure(const char *err);
+
+/* ---- a sandbox being rated ---- */
+
+/* Usage of one hour under one plan; plan 0 holds the hour's unpriced intervals (rule 6). */
+struct bucket {
+	int64_t hour, plan;
+	struct meter_usage u;
+	int64_t intervals;
+};
+
+struct smp {
+	int64_t inc, t, cpu;
+	size_t order; /* rank of its incarnation's first appearance */
+};
+
+/* One incarnation of a sandbox, as its whole history knows it. */
+struct inc {
+	int64_t inc, first; /* first: its earliest sample, dropped partitions included */
+	bool at_window;     /* seeded: a sample (or seed) up to the window's start */
+	bool at_end;        /* any sample (or seed) at all */
+	struct meter_sample window, end; /* where it stood at the window's start, at its end */
+	int64_t ck_last, ck_cpu;         /* the same up to the read's start, as read (no started_at
+	                                  * raise): the checkpoint; METER_TIME_NONE when none */
+	int64_t ended; /* the collector's end of it (incarnation_ends), METER_TIME_NONE: none */
+};
+
+enum fate {
+	RATE,           /* rated and stored, its mark removed */
+	NOT_REGISTERED, /* set aside until it is registered (why says what is missing) */
+	CANNOT_RATE,    /* parked with the reason in why */
+};
+
+struct job {
+	char sandbox[160], account[160];
+	enum fate fate;
+	char why[600];
+	bool found;
+	int64_t mark; /* the mark's from_ts (METER_TIME_NONE: everything) */
+	struct meter_size size;
+	int64_t started, stopped; /* METER_TIME_NONE when not known */
+	int64_t window;           /* re-rate intervals ending after this (an hour start) */
+	int64_t from;             /* samples after it are read, the ones before seed */
+	int64_t horizon;          /* raw samples before it were dropped (METER_TIME_NONE: none) */
+	const struct meter_plan *plans;
+	size_t nplans;
+	struct inc *incs;
+	size_t ninc;
+	struct smp *s;
+	size_t n;
+	struct bucket *b;
+	size_t nb, capb;
+	/* The trial's crossing hour (trial_hour_rate): upto is the hour's end, the intervals
+	 * ending in (window, upto] are kept in iv instead of summed. */
+	int64_t upto;               /* METER_TIME_NONE: a rating of the mark, not of an hour */
+	int64_t ahead, ahead_first; /* samples stamped over an hour ahead of now, the first */
+	struct hour_iv *iv;
+	size_t niv, capiv;
+};
+
+/* An interval of the trial's crossing hour, with what rule 8 orders it by. */
+struct hour_iv {
+	struct meter_interval iv;
+	const struct meter_plan *plan;
+	const struct job *job; /* its sandbox (jobs are in the order of their ids) */
+	size_t seq;            /* its place in the sandbox's series */
+};
+
+/* ---- register.c ---- */
+
+/* Registers j's sandbox from its cgroup's limits (*done), or says why not in j. */
+bool ru_auto_register(PGconn *c, struct job *j, bool *done, char *err, size_t errlen);
+
+/* ---- read.c ---- */
+
+/* Reads the sandboxes of the batch (with again, only those just registered). */
+bool ru_load_rows(PGconn *c, struct job *jobs, size_t n, bool again, int64_t *horizon, char *err,
+                  size_t errlen);
+/* Loads the batch's sandboxes, registering those it can; *horizon: where raw samples begin. */
+bool ru_load(PGconn *c, struct job *jobs, size_t n, int64_t *horizon, char *err, size_t errlen);
+/* The window of each sandbox to rate, and where its samples are read from. */
+void ru_windows(struct job *jobs, size_t n, int64_t horizon);
+/* Reads the history and the window of every sandbox to rate into its job. */
+bool ru_read_samples(PGconn *c, struct job *jobs, size_t n, char *err, size_t errlen);
+/* For the trial's crossing hour: the first sample after the hour of each incarnation. */
+bool ru_read_after(PGconn *c, struct job *jobs, size_t n, char *err, size_t errlen);
+
+/* ---- rate.c ---- */
+
+/* Rates j's window into j->b (or j->iv); false, j parked with the reason, when refused. */
+bool ru_rate(struct job *j);
+/* Parks j with why, logged. */
+void ru_cannot_rate(struct job *j, const char *why);
+/* Frees what j holds (not j itself). */
+void ru_job_free(struct job *j);
+
+/* ---- store.c ---- */
+
+/* Stores the batch's hours, removes its rated marks and sets the others aside. */
+bool ru_store(PGconn *c, struct job *jobs, size_t n, char *err, size_t errlen);
+
+/* ---- batch.c ---- */
+
+/* Takes up to max marks and rates them in one transaction: how many, 0, -1 or -2. */
+int ru_take(PGconn *c, const struct meter_plan *plans, size_t nplans, int max, char *err,
+            size_t errlen);
+
+/* ---- trial.c ---- */
+
+/* In a batch's transaction: queues the accounts whose crossing may have moved. */
+bool ru_trial_enqueue(PGconn *c, const struct job *jobs, size_t n, char *err, size_t errlen);
+/* Finds the queued accounts' crossings again, one per transaction: how many, or -1. */
+int ru_trial_queue_pass(PGconn *c, const struct meter_plan *plans, size_t nplans, char *err,
+                        size_t errlen);
+
+#endif
