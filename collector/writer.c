@@ -29,6 +29,16 @@
 	"current_setting('citus.shard_count'), false) "                                            \
 	"WHERE current_setting('citus.shard_count', true) IS NOT NULL; "
 
+/*
+ * How long the write waits for a lock (on samples, a partition, a queue row)
+ * before it gives up: a migration that rebuilds samples' key (0033) or
+ * partition upkeep holds the table longer than a round, and a collector stuck
+ * in its write stops sampling. Past it the batch fails like a database away:
+ * it goes to the spool and is sent again at the next flush, the rounds go on.
+ * Ordinary waits (a rollup batch holding a queue row) take well under it.
+ */
+#define LOCK_WAIT "5s"
+
 static bool exec_ok(PGconn *c, const char *sql, ExecStatusType want, const char *what, char *err,
                     size_t errlen)
 {
@@ -51,7 +61,9 @@ bool writer_write(PGconn *c, const char *role, const char *data, size_t len, lon
 		err[strcspn(err, "\n")] = '\0';
 		return false;
 	}
-	snprintf(sql, sizeof sql, CACHED_CONNECTIONS "BEGIN; %s%s%s" STAGING,
+	snprintf(sql, sizeof sql,
+	         CACHED_CONNECTIONS "BEGIN; SET LOCAL lock_timeout = '" LOCK_WAIT
+	                            "'; %s%s%s" STAGING,
 	         q ? "SET LOCAL ROLE " : "", q ? q : "", q ? "; " : "");
 	PQfreemem(q);
 	if (!exec_ok(c, sql, PGRES_COMMAND_OK, "could not prepare to write samples", err, errlen))

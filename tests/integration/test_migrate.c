@@ -4,6 +4,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "collector/batch.h"
+#include "collector/writer.h"
 #include "migrations/migrate.h"
 #include "tests/support/run.h"
 #include "tests/support/testdb.h"
@@ -675,7 +678,7 @@ static void every_growing_table_carries_its_distribution_key(void **state)
 	                                 "pg_get_constraintdef(oid) FROM pg_constraint "
 	                                 "WHERE conrelid = 'samples'::regclass AND contype = 'p'",
 	                                 v, sizeof v),
-	                    "RANGE (ts) PRIMARY KEY (sandbox_id, incarnation, ts)");
+	                    "RANGE (ts) PRIMARY KEY (sandbox_id, ts, incarnation)");
 }
 
 static void a_table_without_its_key_fails_the_shard_check(void **state)
@@ -720,6 +723,180 @@ static void a_table_without_its_key_fails_the_shard_check(void **state)
 	assert_null(strstr(p.text, "table \"rollup_queue\""));
 }
 
+/*
+ * Migration 0033 (samples' one key) on a database filled under 0032, while a
+ * writer keeps sending batches through the collector's write path, retrying a
+ * batch that failed as the spool does: every sample there before is there
+ * after, unchanged; every batch sent lands once; samples ends with one index
+ * per partition, the key (sandbox_id, ts, incarnation).
+ */
+#define WRITER_ROWS 200
+
+static void write_until_told(const char *url, int stop_fd, int result_fd)
+{
+	PGconn *c = PQconnectdb(url);
+	long batches = 0, inserted = 0, failures = 0;
+	struct batch b = {0};
+	for (;;) {
+		batch_clear(&b);
+		for (int i = 0; i < WRITER_ROWS; i++) {
+			char id[32];
+			snprintf(id, sizeof id, "w-%ld", batches);
+			struct cg_reading r = {.cpu_usage_us = 1000 * (i + 1),
+			                       .mem_current = CG_ABSENT,
+			                       .mem_peak = CG_ABSENT,
+			                       .mem_anon_kernel = CG_ABSENT,
+			                       .mem_limit = CG_ABSENT,
+			                       .cpu_limit_millicores = CG_ABSENT};
+			/* 2026-11-20T00:00:00Z, then every 10 s */
+			if (!batch_add(&b, id, "", 7, 1795132800000000 + i * 10000000LL, "h", &r))
+				_exit(3);
+		}
+		long n = 0;
+		char err[512];
+		if (!writer_write(c, "", b.buf, b.len, &n, err, sizeof err)) {
+			failures++;
+			fprintf(stderr, "writer: %s (sent again)\n", err);
+			if (PQstatus(c) != CONNECTION_OK)
+				PQreset(c);
+			usleep(50000);
+			continue;
+		}
+		batches++;
+		inserted += n;
+		char byte;
+		if (read(stop_fd, &byte, 1) == 0) /* the parent closed it: stop */
+			break;
+		usleep(20000);
+	}
+	char line[128];
+	int len = snprintf(line, sizeof line, "%ld %ld %ld\n", batches, inserted, failures);
+	_exit(write(result_fd, line, (size_t)len) == len ? 0 : 4);
+}
+
+static long count_of(struct testdb *t, const char *sql)
+{
+	char v[64];
+	return atol(testdb_value(t, sql, v, sizeof v));
+}
+
+static void the_sample_key_is_rebuilt_on_a_filled_database_while_samples_arrive(void **state)
+{
+	struct fixture *f = *state;
+	struct testdb *t = &f->t;
+	char v[256];
+	copy_migrations(f->dir, sizeof f->dir);
+	char cmd[256];
+	snprintf(cmd, sizeof cmd,
+	         "for x in %s/*.sql; do n=$(basename $x); [ ${n%%%%_*} \\< 0033 ] || rm $x; done",
+	         f->dir);
+	assert_int_equal(system(cmd), 0);
+	migrate(t, f->dir);
+	assert_int_equal(res.status, 0);
+	/* 0032's two indexes on each partition */
+	assert_string_equal(testdb_value(t,
+	                                 "SELECT count(*) FROM pg_indexes "
+	                                 "WHERE tablename = 'samples_202610'",
+	                                 v, sizeof v),
+	                    "2");
+
+	/* three months of 300 sandboxes, two incarnations each, every 10 s */
+	assert_true(testdb_exec(t, "INSERT INTO samples (sandbox_id, incarnation, ts, host, "
+	                           "  cpu_usage_us, memory_current_bytes) "
+	                           "SELECT 'sb-' || (g % 300), 1 + (g / 300) % 2, "
+	                           "  '2026-09-15'::timestamptz + (g / 600) * interval '10 s', "
+	                           "  'h', g, g % 7 * 1024 "
+	                           "FROM generate_series(0, 899999) g"));
+	static const char digest[] =
+	        "SELECT count(*) || ' ' || sum(cpu_usage_us) || ' ' || "
+	        "md5(string_agg(sandbox_id || '/' || incarnation || '/' || ts || '/' || "
+	        "cpu_usage_us || '/' || coalesce(memory_current_bytes, -1), ',' "
+	        "ORDER BY sandbox_id, incarnation, ts)) FROM samples WHERE sandbox_id LIKE 'sb-%'";
+	char before[256], after[256];
+	testdb_value(t, digest, before, sizeof before);
+	assert_non_null(strstr(before, "900000 "));
+
+	int stop[2], result[2];
+	assert_int_equal(pipe(stop), 0);
+	assert_int_equal(pipe(result), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(stop[1]);
+		close(result[0]);
+		fcntl(stop[0], F_SETFL, O_NONBLOCK);
+		write_until_told(t->url, stop[0], result[1]);
+	}
+	close(stop[0]);
+	close(result[1]);
+	while (count_of(t, "SELECT count(*) FROM samples WHERE sandbox_id LIKE 'w-%'") <
+	       2 * WRITER_ROWS)
+		usleep(10000);
+	migrate(t, NULL);
+	long during = count_of(t, "SELECT count(*) FROM samples WHERE sandbox_id LIKE 'w-%'");
+	while (count_of(t, "SELECT count(*) FROM samples WHERE sandbox_id LIKE 'w-%'") <
+	       during + 2 * WRITER_ROWS)
+		usleep(10000);
+	close(stop[1]);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	char line[128] = {0};
+	assert_true(read(result[0], line, sizeof line - 1) > 0);
+	close(result[0]);
+	long batches = 0, inserted = 0, failures = 0;
+	assert_int_equal(sscanf(line, "%ld %ld %ld", &batches, &inserted, &failures), 3);
+	if (res.status != 0)
+		fail_msg("meter migrate failed: %s", res.err);
+	assert_non_null(strstr(res.out, "applied 0033_one_sample_key.sql"));
+
+	/* the samples there before, unchanged; every batch once */
+	testdb_value(t, digest, after, sizeof after);
+	assert_string_equal(after, before);
+	snprintf(cmd, sizeof cmd, "%ld", batches * WRITER_ROWS);
+	assert_string_equal(testdb_value(t,
+	                                 "SELECT count(*) FROM samples WHERE sandbox_id LIKE 'w-%'",
+	                                 v, sizeof v),
+	                    cmd);
+	assert_int_equal(inserted, batches * WRITER_ROWS);
+	assert_string_equal(testdb_value(t,
+	                                 "SELECT count(DISTINCT sandbox_id) FROM samples "
+	                                 "WHERE sandbox_id LIKE 'w-%'",
+	                                 v, sizeof v),
+	                    (snprintf(cmd, sizeof cmd, "%ld", batches), cmd));
+
+	/* one index on samples and on each of its partitions: the key */
+	assert_string_equal(
+	        testdb_value(t,
+	                     "SELECT count(*) FILTER (WHERE n <> 1) || ' ' || count(*) FROM "
+	                     "(SELECT c.oid, count(i.indexrelid) n FROM pg_class c "
+	                     " LEFT JOIN pg_index i ON i.indrelid = c.oid "
+	                     " WHERE c.oid = 'samples'::regclass OR c.oid IN "
+	                     "  (SELECT inhrelid FROM pg_inherits WHERE inhparent = "
+	                     "   'samples'::regclass) GROUP BY c.oid) x",
+	                     v, sizeof v),
+	        (snprintf(cmd, sizeof cmd, "0 %ld",
+	                  1 + count_of(t, "SELECT count(*) FROM pg_inherits "
+	                                  "WHERE inhparent = 'samples'::regclass")),
+	         cmd));
+	assert_string_equal(
+	        testdb_value(t, "SELECT pg_get_indexdef('samples_pkey'::regclass)", v, sizeof v),
+	        "CREATE UNIQUE INDEX samples_pkey ON ONLY public.samples USING btree "
+	        "(sandbox_id, ts, incarnation)");
+	/* a partition made after it gets the key too */
+	assert_true(testdb_exec(t, "SELECT meter_ensure_sample_partitions('2031-01-01', "
+	                           "'2031-01-01')"));
+	assert_string_equal(testdb_value(t,
+	                                 "SELECT indexdef FROM pg_indexes "
+	                                 "WHERE tablename = 'samples_203101'",
+	                                 v, sizeof v),
+	                    "CREATE UNIQUE INDEX samples_203101_pkey ON public.samples_203101 "
+	                    "USING btree (sandbox_id, ts, incarnation)");
+	print_message("%ld batches of %d samples during the migration, %ld sent again\n", batches,
+	              WRITER_ROWS, failures);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -741,6 +918,9 @@ int main(void)
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(a_table_without_its_key_fails_the_shard_check,
 	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                the_sample_key_is_rebuilt_on_a_filled_database_while_samples_arrive, setup,
+	                teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
