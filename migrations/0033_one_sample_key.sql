@@ -20,8 +20,9 @@
 -- spool and is sent again once the migration committed.
 --
 -- On Citus, when samples is already distributed (a cluster placed before this
--- migration), the key is replaced in one ALTER TABLE, which Citus sends to
--- every shard; the table is locked for its build.
+-- migration), the old key and index are dropped and the new key added by
+-- ALTER TABLE, which Citus sends to every shard (one subcommand each, as it
+-- requires); the table is locked for the key's build.
 DO $$
 DECLARE
 	part regclass;
@@ -32,9 +33,9 @@ BEGIN
 		        'WHERE logicalrelid = ''samples''::regclass)' INTO distributed;
 	END IF;
 	IF distributed THEN
-		ALTER TABLE samples DROP CONSTRAINT samples_pkey,
-			ADD PRIMARY KEY (sandbox_id, ts, incarnation);
+		ALTER TABLE samples DROP CONSTRAINT samples_pkey;
 		DROP INDEX samples_sandbox_ts;
+		ALTER TABLE samples ADD PRIMARY KEY (sandbox_id, ts, incarnation);
 		RETURN;
 	END IF;
 
