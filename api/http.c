@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -26,7 +27,9 @@
  * only silence, so a client that sends one byte a second would hold a
  * connection for ever: a watchdog thread cuts (shutdown) any connection that
  * has not sent a whole request within request_timeout_s of its opening or of
- * its previous answer. Once a request is whole, the time its answer takes
+ * its previous answer, unless bytes it sent wait unread (every thread busy:
+ * the delay is the server's; it is cut later if they were not a whole
+ * request). Once a request is whole, the time its answer takes
  * (the database, a slow reader) is the idle timeout's business.
  */
 struct watched {
@@ -643,13 +646,19 @@ static void *watchdog(void *arg)
 		pthread_cond_timedwait(&s->watch_cv, &s->watch_mu, &until);
 		int64_t now = mono_ns();
 		int cut = 0;
-		for (struct watched *w = s->watched; w; w = w->next)
-			if (!w->answering && !w->cut && now - w->since_ns > limit) {
-				/* libmicrohttpd then reads the end of the stream and closes it */
-				shutdown(w->fd, SHUT_RDWR);
-				w->cut = true;
-				cut++;
-			}
+		for (struct watched *w = s->watched; w; w = w->next) {
+			if (w->answering || w->cut || now - w->since_ns <= limit)
+				continue;
+			/* Bytes the client sent that no thread has read yet: the delay is
+			 * ours (every thread busy), not a slow sender's. */
+			int unread = 0;
+			if (ioctl(w->fd, FIONREAD, &unread) == 0 && unread > 0)
+				continue;
+			/* libmicrohttpd then reads the end of the stream and closes it */
+			shutdown(w->fd, SHUT_RDWR);
+			w->cut = true;
+			cut++;
+		}
 		if (cut)
 			log_info("closed %d connection(s) that sent no whole request in %u s", cut,
 			         s->cfg.request_timeout_s);

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -501,6 +502,62 @@ static void a_client_sending_a_byte_at_a_time_is_cut_off(void **state)
 	free(log);
 }
 
+struct register_call {
+	struct fx *f;
+	int status;
+};
+
+static void *register_waiting(void *arg)
+{
+	struct register_call *g = arg;
+	static const char body[] = "{\"id\": \"sb-wait\", \"account_id\": \"mine\", \"vcpus\": 1, "
+	                           "\"memory_gib\": 1}";
+	struct http_res r;
+	http_do(g->f->api.port, "POST", "/v1/sandboxes", g->f->admin, body, strlen(body), &r);
+	g->status = r.status;
+	http_free(&r);
+	return NULL;
+}
+
+/*
+ * A whole request that meter-api has not read yet, because its request
+ * threads are busy, is the server's delay, not a slow client's: the watchdog
+ * leaves it, and it is answered once a thread is free. One request thread,
+ * --request-timeout=1, and a registration holding that thread for 2 s on its
+ * account's row (locked here) while the other request waits unread.
+ */
+static void a_whole_request_left_unread_while_threads_are_busy_is_answered(void **state)
+{
+	struct fx *f = *state;
+	api_stop(&f->api);
+	setenv("METER_THREADS", "1", 1);
+	bool started = api_start(&f->api, METER_API_BIN, f->db.url, "--request-timeout=1");
+	unsetenv("METER_THREADS");
+	assert_true(started);
+	int fd = raw(f); /* accepted while the thread is free */
+	sleep_ms(200);
+	sql(f, "BEGIN");
+	sql(f, "SELECT 1 FROM accounts WHERE id = 'mine' FOR UPDATE");
+	struct register_call g = {.f = f};
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, register_waiting, &g), 0);
+	sleep_ms(300); /* the registration holds the one thread */
+	static const char req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+	assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+	sleep_ms(2500); /* past --request-timeout, unread all the while */
+	sql(f, "COMMIT");
+	pthread_join(t, NULL);
+	int st = answer_status(fd, 10000);
+	close(fd);
+	if (st != 200)
+		fail_msg("the request left unread was %s (registration: %d)",
+		         st == 0 ? "cut off without an answer" : "not answered", g.status);
+	char *log = malloc(1 << 20);
+	read_api_log(f, log, 1 << 20);
+	assert_null(strstr(log, "sent no whole request"));
+	free(log);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -511,6 +568,9 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(keys_never_reach_the_log_checked, setup, teardown),
 	        cmocka_unit_test_setup_teardown(oversized_headers_paths_and_bodies_are_refused,
 	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                a_whole_request_left_unread_while_threads_are_busy_is_answered, setup,
+	                teardown),
 	        cmocka_unit_test_setup_teardown(a_client_sending_a_byte_at_a_time_is_cut_off, setup,
 	                                        teardown),
 	};
