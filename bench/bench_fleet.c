@@ -3,8 +3,9 @@
  * collector's own write path, beside psql's \copy of the same rows into the
  * same table in the same run (the ceiling); then the rollup of it all.
  *
- *   build/bench_fleet [--accounts N] [--sandboxes N] [--batch ROWS] [--repeat N]
- *                     [--seed N] [--no-rollup] [--queries] [--plans FILE] [--keep]
+ *   build/bench_fleet [--accounts N] [--sandboxes N] [--batch ROWS] [--writers N]
+ *                     [--repeat N] [--seed N] [--no-rollup] [--queries] [--plans FILE]
+ *                     [--keep]
  *
  * The month is November 2026, samples every 10 s, drawn with a fixed seed:
  *   - accounts: a third of the sandboxes belong to the largest account
@@ -14,11 +15,14 @@
  *     (uniform); 1 vCPU (50 %), 2 (35 %) or 4 (15 %), 2 GiB per vCPU;
  *   - busy fraction: 20 % idle (1 %), 50 % uniform 10-60 %, 30 % busy 80-100 %;
  *     each sample adds busy x vCPUs x 10 s of CPU, +-10 % noise.
- * Rows are made in time order, round by round, with collector/batch.c, and
- * written in batches of --batch rows (default 5,000: a collector's round on a
- * large host, or a spool replay) with collector/writer.c: COPY into a staging
- * table, INSERT ... ON CONFLICT DO NOTHING into the partitioned samples table
- * and its unique key. The same bytes go to psql \copy straight into samples.
+ * The fleet runs on --writers hosts (default 2, one a core here), each with its
+ * collector: sandbox i is on host i mod N. Rows are made in time order, round
+ * by round, with collector/batch.c, and each host's are written in batches of
+ * --batch rows (default 5,000: a collector's round on a large host, or a spool
+ * replay) with collector/writer.c, the hosts at once, a connection each: COPY
+ * into a staging table, INSERT ... ON CONFLICT DO NOTHING into the partitioned
+ * samples table and its key. The same bytes go to psql \copy straight into
+ * samples, one psql a host, all at once.
  * Between runs samples is truncated and a CHECKPOINT taken; with --repeat N
  * the two alternate N times and medians are printed. The rollup then rates
  * every sandbox with the worker's own code (one worker, as one meter-api).
@@ -47,6 +51,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sys/wait.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +171,58 @@ static bool spill(struct batch *b, FILE *out, size_t **chunk, size_t *n, size_t 
 		fprintf(stderr, "bench_fleet: cannot write the samples file: %s\n",
 		        strerror(errno));
 	return ok;
+}
+
+/*
+ * One collector's share of the fleet: the sandboxes i % writers == w, on a host
+ * of its own, its batches in a file of its own. A fleet's hosts each run a
+ * collector and write at once; two shares on this 2-core machine, one a core.
+ */
+#define WRITERS_MAX 16
+
+struct share {
+	char path[32];
+	FILE *out;
+	size_t *chunk, nchunks, capchunks, maxchunk;
+	struct batch b;
+	char host[32];
+	/* the ingest (ingest_share) */
+	const char *url;
+	long inserted;
+	bool ok;
+	char err[512];
+};
+
+/* Writes the share's batches in order through the collector's write path, on a
+ * connection of its own. */
+static void *ingest_share(void *arg)
+{
+	struct share *s = arg;
+	s->ok = false;
+	s->inserted = 0;
+	PGconn *c = PQconnectdb(s->url);
+	char *buf = malloc(s->maxchunk + 1);
+	if (PQstatus(c) != CONNECTION_OK || buf == NULL) {
+		snprintf(s->err, sizeof s->err, "cannot connect: %s", PQerrorMessage(c));
+		goto out;
+	}
+	rewind(s->out);
+	for (size_t k = 0; k < s->nchunks; k++) {
+		long ins = 0;
+		if (fread(buf, 1, s->chunk[k], s->out) != s->chunk[k]) {
+			snprintf(s->err, sizeof s->err, "cannot read %s", s->path);
+			goto out;
+		}
+		if (!writer_write(c, "meter_collector", buf, s->chunk[k], &ins, s->err,
+		                  sizeof s->err))
+			goto out;
+		s->inserted += ins;
+	}
+	s->ok = true;
+out:
+	free(buf);
+	PQfinish(c);
+	return NULL;
 }
 
 /* ---- query latency at fleet scale, and the plans of the hot statements ---- */
@@ -893,7 +950,7 @@ out:
 
 int main(int argc, char **argv)
 {
-	int naccounts = 2000, nsandboxes = 300000, batch_rows = 5000, repeat = 1;
+	int naccounts = 2000, nsandboxes = 300000, batch_rows = 5000, repeat = 1, writers = 2;
 	bool rollup = true, with_queries = false, keep = false;
 	const char *plans_file = NULL;
 	rng_state = 20261201;
@@ -920,8 +977,8 @@ int main(int argc, char **argv)
 		if (v == NULL || atol(v) <= 0) {
 			fprintf(stderr,
 			        "usage: bench_fleet [--accounts N] [--sandboxes N] [--batch ROWS] "
-			        "[--repeat N] [--seed N] [--no-rollup] [--queries] [--plans "
-			        "FILE]\n");
+			        "[--writers N (at most 16)] [--repeat N] [--seed N] [--no-rollup] "
+			        "[--queries] [--plans FILE]\n");
 			return 2;
 		}
 		if (strcmp(a, "--accounts") == 0)
@@ -930,6 +987,8 @@ int main(int argc, char **argv)
 			nsandboxes = atoi(v);
 		else if (strcmp(a, "--batch") == 0)
 			batch_rows = atoi(v);
+		else if (strcmp(a, "--writers") == 0 && atoi(v) <= WRITERS_MAX)
+			writers = atoi(v);
 		else if (strcmp(a, "--repeat") == 0)
 			repeat = atoi(v);
 		else if (strcmp(a, "--seed") == 0)
@@ -974,14 +1033,18 @@ int main(int argc, char **argv)
 		return 1;
 	PGconn *c = db.conn;
 	int rc = 1;
-	char path[] = "/tmp/meter-fleet-XXXXXX";
-	int fd = mkstemp(path);
-	FILE *out = fd >= 0 ? fdopen(fd, "w+") : NULL;
-	size_t *chunk = NULL, nchunks = 0, capchunks = 0;
-	char *buf = NULL;
-	if (out == NULL) {
-		fprintf(stderr, "bench_fleet: cannot make %s: %s\n", path, strerror(errno));
-		goto done;
+	struct share share[WRITERS_MAX] = {0};
+	for (int w = 0; w < writers; w++) {
+		snprintf(share[w].path, sizeof share[w].path, "/tmp/meter-fleet-XXXXXX");
+		int fd = mkstemp(share[w].path);
+		share[w].out = fd >= 0 ? fdopen(fd, "w+") : NULL;
+		if (share[w].out == NULL) {
+			fprintf(stderr, "bench_fleet: cannot make %s: %s\n", share[w].path,
+			        strerror(errno));
+			goto done;
+		}
+		snprintf(share[w].host, sizeof share[w].host, "fleet-host-%d", w);
+		share[w].url = db.url;
 	}
 
 	/* Accounts and sandboxes, by COPY. */
@@ -1013,9 +1076,8 @@ int main(int argc, char **argv)
 			goto done;
 	}
 
-	/* Samples, round by round, in batches as the collector makes them. */
+	/* Samples, round by round, in batches as each share's collector makes them. */
 	double t0 = now_s();
-	struct batch b = {0};
 	long rows = 0;
 	size_t first = 0, active_end = 0;
 	struct cg_reading rd = {.mem_current = CG_ABSENT,
@@ -1043,44 +1105,70 @@ int main(int argc, char **argv)
 			rd.mem_current = (int64_t)sb[i].vcpus << 30;
 			rd.mem_peak = rd.mem_current;
 			rd.mem_limit = (int64_t)sb[i].vcpus << 31;
-			if (!batch_add(&b, id, acct, 4242 + (int64_t)i, ts, "fleet-host", &rd))
+			struct share *sh = &share[i % (size_t)writers];
+			if (!batch_add(&sh->b, id, acct, 4242 + (int64_t)i, ts, sh->host, &rd))
 				goto done;
 			rows++;
-			if ((int)b.rows >= batch_rows &&
-			    !spill(&b, out, &chunk, &nchunks, &capchunks))
+			if ((int)sh->b.rows >= batch_rows &&
+			    !spill(&sh->b, sh->out, &sh->chunk, &sh->nchunks, &sh->capchunks))
 				goto done;
 		}
 	}
-	if (b.rows && !spill(&b, out, &chunk, &nchunks, &capchunks))
-		goto done;
-	batch_free(&b);
-	fflush(out);
-	long bytes = ftell(out);
+	long bytes = 0;
+	for (int w = 0; w < writers; w++) {
+		struct share *sh = &share[w];
+		if (sh->b.rows && !spill(&sh->b, sh->out, &sh->chunk, &sh->nchunks, &sh->capchunks))
+			goto done;
+		batch_free(&sh->b);
+		fflush(sh->out);
+		bytes += ftell(sh->out);
+		for (size_t k = 0; k < sh->nchunks; k++)
+			if (sh->chunk[k] > sh->maxchunk)
+				sh->maxchunk = sh->chunk[k];
+	}
 	printf("bench_fleet: %d accounts, %d sandboxes, %ld samples (%.0f MiB of COPY text) "
-	       "made in %.1f s; batches of %d rows\n",
-	       naccounts, nsandboxes, rows, (double)bytes / 1048576.0, now_s() - t0, batch_rows);
+	       "made in %.1f s; batches of %d rows from %d collectors at once\n",
+	       naccounts, nsandboxes, rows, (double)bytes / 1048576.0, now_s() - t0, batch_rows,
+	       writers);
 	fflush(stdout);
 
 	double *meter_s = calloc((size_t)repeat, sizeof(double)),
 	       *copy_s = calloc((size_t)repeat, sizeof(double));
-	size_t maxchunk = 0;
-	for (size_t k = 0; k < nchunks; k++)
-		if (chunk[k] > maxchunk)
-			maxchunk = chunk[k];
-	buf = malloc(maxchunk + 1);
-	if (meter_s == NULL || copy_s == NULL || buf == NULL)
+	if (meter_s == NULL || copy_s == NULL)
 		goto done;
-	char cmd[8192];
-	snprintf(cmd, sizeof cmd,
-	         "psql -X -q -v ON_ERROR_STOP=1 -d \"%s\" -c \"\\\\copy samples (" BATCH_COLUMNS
-	         ") FROM '%s'\"",
-	         db.url, path);
 	for (int r = 0; r < repeat; r++) {
-		/* the ceiling: psql \copy of the same rows into the same table */
+		/* the ceiling: psql \copy of the same rows into the same table, one psql a share,
+		 * all at once */
 		if (!exec(c, "TRUNCATE samples, rollup_queue") || !exec(c, "CHECKPOINT"))
 			goto done;
 		double s = now_s();
-		if (system(cmd) != 0) {
+		pid_t pids[WRITERS_MAX];
+		int started = 0;
+		bool copied = true;
+		for (int w = 0; w < writers; w++) {
+			char cmd[8192];
+			snprintf(cmd, sizeof cmd,
+			         "psql -X -q -v ON_ERROR_STOP=1 -d \"%s\" -c \"\\\\copy samples "
+			         "(" BATCH_COLUMNS ") FROM '%s'\"",
+			         db.url, share[w].path);
+			pids[w] = fork();
+			if (pids[w] == 0) {
+				execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+				_exit(127);
+			}
+			if (pids[w] < 0) {
+				copied = false;
+				break;
+			}
+			started++;
+		}
+		for (int w = 0; w < started; w++) {
+			int st;
+			if (waitpid(pids[w], &st, 0) != pids[w] || !WIFEXITED(st) ||
+			    WEXITSTATUS(st) != 0)
+				copied = false;
+		}
+		if (!copied) {
 			fprintf(stderr, "bench_fleet: psql \\copy failed\n");
 			goto done;
 		}
@@ -1089,24 +1177,31 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bench_fleet: psql \\copy did not load every row\n");
 			goto done;
 		}
-		/* meter: the collector's write path, batch by batch */
+		/* meter: the collector's write path, batch by batch, a thread a share */
 		if (!exec(c, "TRUNCATE samples, rollup_queue") || !exec(c, "CHECKPOINT"))
 			goto done;
-		rewind(out);
 		long inserted_all = 0;
+		pthread_t th[WRITERS_MAX];
 		s = now_s();
-		for (size_t k = 0; k < nchunks; k++) {
-			char err[512];
-			long ins = 0;
-			if (fread(buf, 1, chunk[k], out) != chunk[k] ||
-			    !writer_write(c, "meter_collector", buf, chunk[k], &ins, err,
-			                  sizeof err)) {
-				fprintf(stderr, "bench_fleet: batch %zu: %s\n", k, err);
+		for (int w = 0; w < writers; w++)
+			if (pthread_create(&th[w], NULL, ingest_share, &share[w]) != 0) {
+				fprintf(stderr, "bench_fleet: cannot start a writer\n");
+				for (int x = 0; x < w; x++)
+					pthread_join(th[x], NULL);
 				goto done;
 			}
-			inserted_all += ins;
+		bool written = true;
+		for (int w = 0; w < writers; w++) {
+			pthread_join(th[w], NULL);
+			if (!share[w].ok) {
+				fprintf(stderr, "bench_fleet: writer %d: %s\n", w, share[w].err);
+				written = false;
+			}
+			inserted_all += share[w].inserted;
 		}
 		meter_s[r] = now_s() - s;
+		if (!written)
+			goto done;
 		if (inserted_all != rows) {
 			fprintf(stderr, "bench_fleet: the write path inserted %ld of %ld rows\n",
 			        inserted_all, rows);
@@ -1124,8 +1219,9 @@ int main(int argc, char **argv)
 	printf("| ingest, samples/s (median of %d) | %.0f | %.0f | %.2f | >= 0.8 x and >= 100000 "
 	       "|\n",
 	       repeat, (double)rows / mm, (double)rows / mc, mc / mm);
-	printf("RESULT fleet_samples=%ld fleet_ingest_sps=%.0f fleet_copy_sps=%.0f\n", rows,
-	       (double)rows / mm, (double)rows / mc);
+	printf("RESULT fleet_samples=%ld fleet_ingest_sps=%.0f fleet_copy_sps=%.0f "
+	       "fleet_writers=%d\n",
+	       rows, (double)rows / mm, (double)rows / mc, writers);
 
 	if (rollup) {
 		/* Every sandbox was marked by the last ingest: rate them all, as one worker. */
@@ -1153,11 +1249,14 @@ int main(int argc, char **argv)
 		goto done;
 	rc = 0;
 done:
-	if (out)
-		fclose(out);
-	unlink(path);
-	free(buf);
-	free(chunk);
+	for (int w = 0; w < writers; w++) {
+		if (share[w].out)
+			fclose(share[w].out);
+		if (share[w].path[0])
+			unlink(share[w].path);
+		free(share[w].chunk);
+		batch_free(&share[w].b);
+	}
 	free(sb);
 	if (keep && db.conn != NULL) {
 		printf("the database is kept: %s\n", db.url);
