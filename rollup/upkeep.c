@@ -67,32 +67,25 @@ bool rollup_upkeep(PGconn *c, int64_t retention_us, int64_t grace_us, char *err,
 		log_info("partitions: made %s monthly partition(s) of samples ahead",
 		         PQgetvalue(r, 0, 0));
 	PQclear(r);
-	/* Usage listings (GET /v1/accounts/{id}/usage pages) are kept a day. */
-	r = upkeep_step(c,
-	                "WITH gone AS (DELETE FROM usage_listings "
-	                "WHERE created_at < now() - interval '1 day' RETURNING 1) "
-	                "SELECT count(*) FROM gone",
-	                0, NULL, err, errlen);
-	if (r == NULL)
-		return false;
-	PQclear(r);
-	/* Webhook deliveries done with are kept 30 days, for GET .../deliveries. */
-	r = upkeep_step(c,
-	                "WITH gone AS (DELETE FROM webhook_deliveries WHERE state <> 'pending' "
-	                "AND created_at < now() - interval '30 days' RETURNING 1) "
-	                "SELECT count(*) FROM gone",
-	                0, NULL, err, errlen);
-	if (r == NULL)
-		return false;
-	PQclear(r);
-	/* Sessions and login links past their time, and links used, are deleted. */
-	r = upkeep_step(c,
-	                "WITH gone AS (DELETE FROM sessions WHERE expires_at < now() "
-	                "OR used_at IS NOT NULL RETURNING 1) SELECT count(*) FROM gone",
-	                0, NULL, err, errlen);
-	if (r == NULL)
-		return false;
-	PQclear(r);
+	/* Rows kept for a time, then deleted: usage listings (GET /v1/accounts/{id}/usage
+	 * pages) a day; webhook deliveries done with 30 days, for GET .../deliveries;
+	 * sessions and login links past their time, and links used. */
+	static const char *const expired[] = {
+	        "WITH gone AS (DELETE FROM usage_listings "
+	        "WHERE created_at < now() - interval '1 day' RETURNING 1) "
+	        "SELECT count(*) FROM gone",
+	        "WITH gone AS (DELETE FROM webhook_deliveries WHERE state <> 'pending' "
+	        "AND created_at < now() - interval '30 days' RETURNING 1) "
+	        "SELECT count(*) FROM gone",
+	        "WITH gone AS (DELETE FROM sessions WHERE expires_at < now() "
+	        "OR used_at IS NOT NULL RETURNING 1) SELECT count(*) FROM gone",
+	};
+	for (size_t i = 0; i < sizeof expired / sizeof expired[0]; i++) {
+		r = upkeep_step(c, expired[i], 0, NULL, err, errlen);
+		if (r == NULL)
+			return false;
+		PQclear(r);
+	}
 	if (retention_us <= 0)
 		return true;
 	char keep[48];
