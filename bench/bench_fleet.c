@@ -326,8 +326,7 @@ static const struct hot {
 	bool must; /* the run must have exercised it */
 } hot[] = {
         {"api/queries.c Q_AUTH", "FROM api_keys", false},
-        {"api/queries.c Q_STATE (quota, trial)", "FROM sandboxes s WHERE s.account_id = a.id",
-         true},
+        {"api/queries.c Q_STATE (quota, trial)", "FROM sandboxes s WHERE s.account_id = $1", true},
         {"common/invoicedb.c account name", "SELECT name FROM accounts", true},
         {"api/queries.c Q_ACCOUNT", "FROM accounts WHERE id = $1", true},
         {"api/queries.c Q_USAGE_OF (a page's sandboxes)",
@@ -364,13 +363,13 @@ static const struct hot {
          false},
         {"common/invoicedb.c stored invoice", "SELECT body_json", true},
         {"common/limits.c limits_check_usage", "a.monthly_spend_cap::text, (SELECT coalesce", true},
-        {"rollup/batch.c take marks", "FROM rollup_queue WHERE waiting IS NULL AND", true},
+        {"rollup/batch.c take marks", "FROM meter_rollup_take(", true},
         /* the samples' trigger registers a sandbox whose path names an account at its first
          * sample (migrations/0017); the rollup does when the account came later */
         {"rollup/register.c auto_register (samples)", "SELECT s.account_id, s.cpu_limit_millicores",
          false},
         {"rollup/read.c load sandboxes, horizon", "LEFT JOIN sandboxes s ON s.id = j.id", true},
-        {"rollup/read.c read: seeds and window (samples)", "CROSS JOIN LATERAL", true},
+        {"rollup/read.c read: seeds and window (samples)", "FROM meter_rollup_read(", true},
         {"rollup/store.c clear: marks, old hours", "WITH gone AS (DELETE FROM rollup_queue", true},
         {"rollup/store.c insert: new hours", "WITH ins AS (INSERT INTO usage_hourly", true},
         {"rollup/store.c checkpoints", "INSERT INTO rollup_checkpoints", true},

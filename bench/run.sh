@@ -176,7 +176,17 @@ echo "|---|---|---|---|---|---|"
 row "ingest, samples/s (bench_fleet: $(num "$nsamples") samples from $nwriters collectors at once through their write path)" \
 	"$(num "$ing")" "$(num "$cp") (psql \\copy, same rows and table)" "$(calc 'printf "%.2f", a / b' "$ing" "$cp")" \
 	">= 0.8 x psql \\copy and >= 100,000" "$(met 'a >= 0.8 * b && a >= 100000' "$ing" "$cp")"
-row "rollup, samples/s (one worker, from a backlog)" "$(num "$roll") ($(calc 'printf "%.0f", a' "$rollsb") sandboxes/s)" "" "" ">= 54,000" "$(met 'a >= 54000' "$roll")"
+# The rollup's goal is the whole month's earlier figure (54,000 samples/s): not slower. Its
+# rate depends on the fleet's size (batches of 32 sandboxes of more samples each), so smaller
+# runs have none.
+roll_goal=
+[[ $mode == full* ]] && roll_goal=54000
+if [[ -n $roll_goal ]]; then
+	row "rollup, samples/s (one worker, from a backlog)" "$(num "$roll") ($(calc 'printf "%.0f", a' "$rollsb") sandboxes/s)" "" "" \
+		">= $(num "$roll_goal") (not slower than before at this size)" "$(met "a >= $roll_goal" "$roll")"
+else
+	row "rollup, samples/s (one worker, from a backlog)" "$(num "$roll") ($(calc 'printf "%.0f", a' "$rollsb") sandboxes/s)" "" "" "--full: >= 54,000" "-"
+fi
 if ((lag_ran)); then
 	row "rollup lag p50 / p99 (bench_lag; ingest $(num "$lagsps") samples/s)" \
 		"$(ms "$lag50") / $(ms "$lag99")" "" "" "<= interval + 1 s ($((lagint + 1)) s) at p99" \
