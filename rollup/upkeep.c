@@ -70,16 +70,17 @@ bool rollup_upkeep(PGconn *c, int64_t retention_us, int64_t grace_us, char *err,
 	/* Rows kept for a time, then deleted: usage listings (GET /v1/accounts/{id}/usage
 	 * pages) a day; webhook deliveries done with 30 days, for GET .../deliveries;
 	 * sessions and login links past their time, and links used. */
-	static const char *const expired[] = {
-	        "WITH gone AS (DELETE FROM usage_listings "
-	        "WHERE created_at < now() - interval '1 day' RETURNING 1) "
-	        "SELECT count(*) FROM gone",
+	static const char listings[] = "WITH gone AS (DELETE FROM usage_listings "
+	                               "WHERE created_at < now() - interval '1 day' RETURNING 1) "
+	                               "SELECT count(*) FROM gone";
+	static const char deliveries[] =
 	        "WITH gone AS (DELETE FROM webhook_deliveries WHERE state <> 'pending' "
 	        "AND created_at < now() - interval '30 days' RETURNING 1) "
-	        "SELECT count(*) FROM gone",
+	        "SELECT count(*) FROM gone";
+	static const char sessions[] =
 	        "WITH gone AS (DELETE FROM sessions WHERE expires_at < now() "
-	        "OR used_at IS NOT NULL RETURNING 1) SELECT count(*) FROM gone",
-	};
+	        "OR used_at IS NOT NULL RETURNING 1) SELECT count(*) FROM gone";
+	const char *const expired[] = {listings, deliveries, sessions};
 	for (size_t i = 0; i < sizeof expired / sizeof expired[0]; i++) {
 		r = upkeep_step(c, expired[i], 0, NULL, err, errlen);
 		if (r == NULL)
