@@ -72,28 +72,14 @@ static int64_t now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
-                        struct account_state *s)
+/* The state from Q_STATE's answer res (taken: cleared here), s->month_start_us set. */
+static bool state_from(struct req *r, PGconn *c, const char *id, PGresult *res,
+                       struct account_state *s)
 {
-	char month[24], err[256], *params[2] = {(char *)id, month};
-	PGresult *res = NULL;
+	char err[256];
 	struct meter_plan *plans = NULL;
 	size_t nplans = 0;
 	bool ok = false;
-	memset(s, 0, sizeof *s);
-	s->month_start_us = meter_month_start(now_us());
-	snprintf(month, sizeof month, "%lld", (long long)s->month_start_us);
-
-	if (lock) {
-		/* The row lock first; the state then in a statement of its own. */
-		res = q_exec(c, Q_ACCOUNT_LOCK, 1, (const char *const *)params);
-		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-			reply_db_error(r, "could not lock the account", res);
-			goto out;
-		}
-		PQclear(res);
-	}
-	res = q_exec(c, Q_STATE, 2, (const char *const *)params);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		reply_db_error(r, "could not read the account", res);
 		goto out;
@@ -184,6 +170,69 @@ out:
 	free(plans);
 	PQclear(res);
 	return ok;
+}
+
+bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
+                        struct account_state *s)
+{
+	char month[24], *params[2] = {(char *)id, month};
+	memset(s, 0, sizeof *s);
+	s->month_start_us = meter_month_start(now_us());
+	snprintf(month, sizeof month, "%lld", (long long)s->month_start_us);
+	if (lock) {
+		/* The row lock first; the state then in a statement of its own. */
+		PGresult *res = q_exec(c, Q_ACCOUNT_LOCK, 1, (const char *const *)params);
+		bool locked = PQresultStatus(res) == PGRES_TUPLES_OK;
+		if (!locked)
+			reply_db_error(r, "could not lock the account", res);
+		PQclear(res);
+		if (!locked)
+			return false;
+	}
+	return state_from(r, c, id, q_exec(c, Q_STATE, 2, (const char *const *)params), s);
+}
+
+/*
+ * Q_AUTH and Q_STATE in one pipeline: one round trip, one implicit transaction.
+ * The state is read before the key is known good, and thrown away unless it is
+ * and the key may see the account. The connection leaves pipeline mode before
+ * any answer; one that cannot (lost) is replaced by the pool.
+ */
+bool account_state_load_keyed(struct req *r, PGconn *c, const char *id, struct account_state *s)
+{
+	char month[24], *params[2] = {(char *)id, month};
+	const char *key[] = {req_key(r)};
+	memset(s, 0, sizeof *s);
+	s->month_start_us = meter_month_start(now_us());
+	snprintf(month, sizeof month, "%lld", (long long)s->month_start_us);
+	PGresult *auth = NULL, *state = NULL;
+	bool sent = PQenterPipelineMode(c) == 1 && q_send(c, Q_AUTH, 1, key) == 1 &&
+	            q_send(c, Q_STATE, 2, (const char *const *)params) == 1 &&
+	            PQpipelineSync(c) == 1;
+	if (sent) {
+		/* auth, NULL, state, NULL, the sync (or what a lost connection gives) */
+		auth = PQgetResult(c);
+		PQclear(PQgetResult(c));
+		state = PQgetResult(c);
+		PQclear(PQgetResult(c));
+		for (PGresult *x; (x = PQgetResult(c)) != NULL;) {
+			bool sync = PQresultStatus(x) == PGRES_PIPELINE_SYNC;
+			PQclear(x);
+			if (sync)
+				break;
+		}
+	}
+	if (PQexitPipelineMode(c) != 1 || !sent) {
+		PQclear(auth);
+		PQclear(state);
+		reply_db_error(r, "could not read the account", NULL);
+		return false;
+	}
+	if (!req_key_checked(r, auth) || !req_may_see(r, id)) {
+		PQclear(state);
+		return false;
+	}
+	return state_from(r, c, id, state, s);
 }
 
 void quota_decide(const struct account_state *s, struct quota_answer *q)

@@ -55,6 +55,13 @@ cJSON *account_json(const struct account *a);
 bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
                         struct account_state *s);
 
+/*
+ * The same for an AUTH_ANY_IN_HANDLER route: the request's key is looked up
+ * (Q_AUTH) and the state read (Q_STATE) in one round trip (a libpq pipeline).
+ * On failure it has answered: 401 for a key not live, then as above.
+ */
+bool account_state_load_keyed(struct req *r, PGconn *c, const char *id, struct account_state *s);
+
 /* Whether one more sandbox may start now, and why not. */
 void quota_decide(const struct account_state *s, struct quota_answer *q);
 

@@ -604,14 +604,19 @@ void h_quota_check(struct req *r)
 	struct in_value v[3];
 	struct account_state s;
 	struct quota_answer q;
-	cJSON *o = body_fields(r, f, 3, v, false);
-	if (o == NULL)
-		return;
+	/* The hot path: the key (AUTH_ANY_IN_HANDLER) is looked up with the state, in one
+	 * round trip; a malformed body is answered after the key, as on every route. */
+	struct problem p;
+	cJSON *o = in_parse_object(r->body, r->body_len, &p);
+	bool fields = o && in_fields(o, f, 3, v, &p);
 	cJSON_Delete(o);
-	if (!req_may_see(r, v[0].text))
+	if (!fields) {
+		if (req_authenticate(r))
+			reply_problem(r, &p);
 		return;
+	}
 	PGconn *c = req_db(r);
-	if (c == NULL || !account_state_load(r, c, v[0].text, false, &s))
+	if (c == NULL || !account_state_load_keyed(r, c, v[0].text, &s))
 		return;
 	quota_decide(&s, &q);
 	char cost[METER_MONEY_BUF], exact[METER_MONEY_BUF], cap[METER_MONEY_BUF];

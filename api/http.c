@@ -403,10 +403,8 @@ static bool authenticate_session(struct req *r)
  * 0 when unknown or revoked, -1 when the database failed (*failed holds the
  * result, for the caller's answer).
  */
-static int key_lookup(struct req *r, PGconn *c, const char *key, PGresult **failed)
+static int key_found(struct req *r, PGresult *res, PGresult **failed)
 {
-	const char *params[] = {key};
-	PGresult *res = q_exec(c, Q_AUTH, 1, params);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		*failed = res;
 		return -1;
@@ -420,6 +418,46 @@ static int key_lookup(struct req *r, PGconn *c, const char *key, PGresult **fail
 	return found;
 }
 
+static int key_lookup(struct req *r, PGconn *c, const char *key, PGresult **failed)
+{
+	const char *params[] = {key};
+	return key_found(r, q_exec(c, Q_AUTH, 1, params), failed);
+}
+
+/* 1 when the lookup found a live key; otherwise answers (401, or the database's error). */
+static bool key_answer(struct req *r, int found, PGresult *failed)
+{
+	if (found < 0)
+		reply_db_error(r, "could not check the API key", failed);
+	else if (found == 0)
+		reply_problemf(r, 401, "unauthorized", "Unauthorized",
+		               "the API key is not valid (unknown or revoked)");
+	PQclear(failed);
+	return found == 1;
+}
+
+const char *req_key(struct req *r)
+{
+	return r->key;
+}
+
+bool req_key_checked(struct req *r, PGresult *res)
+{
+	PGresult *failed = NULL;
+	int found = key_found(r, res, &failed);
+	return key_answer(r, found, failed);
+}
+
+bool req_authenticate(struct req *r)
+{
+	PGconn *c = req_db(r);
+	if (c == NULL)
+		return false;
+	PGresult *failed = NULL;
+	int found = key_lookup(r, c, r->key, &failed);
+	return key_answer(r, found, failed);
+}
+
 static bool authenticate(struct req *r)
 {
 	const char *h = r->auth_header;
@@ -430,26 +468,17 @@ static bool authenticate(struct req *r)
 		               "this request needs an API key: Authorization: Bearer KEY");
 		return false;
 	}
-	char key[KEY_LEN + 1];
-	if (!in_bearer_key(h, key, sizeof key)) {
+	if (!in_bearer_key(h, r->key, sizeof r->key)) {
 		reply_problemf(r, 401, "unauthorized", "Unauthorized",
 		               "the Authorization header must be \"Bearer \" and an API key");
 		return false;
 	}
+	/* The handler looks the key up with its own statement (req_key_checked). */
+	if (r->route->auth == AUTH_ANY_IN_HANDLER)
+		return true;
 	/* Every request asks the database (no cache): a revoked key is refused at once by
 	 * every meter-api process. */
-	PGconn *c = req_db(r);
-	if (c == NULL)
-		return false;
-	PGresult *failed = NULL;
-	int found = key_lookup(r, c, key, &failed);
-	if (found < 0)
-		reply_db_error(r, "could not check the API key", failed);
-	else if (found == 0)
-		reply_problemf(r, 401, "unauthorized", "Unauthorized",
-		               "the API key is not valid (unknown or revoked)");
-	PQclear(failed);
-	return found == 1;
+	return req_authenticate(r);
 }
 
 bool req_is_admin(struct req *r)

@@ -19,6 +19,7 @@
 #include "api/input.h"
 #include "api/pool.h"
 #include "api/route.h"
+#include "common/keys.h"
 
 #define REQ_BODY_MAX (64 * 1024)
 #define REQ_ARGS_MAX 16
@@ -59,11 +60,12 @@ struct req {
 	bool too_large;
 	size_t seen; /* body bytes received, kept or not */
 	char auth_header[256];
-	char session[80];  /* the meter_session cookie, when sent */
-	char origin[256];  /* the Origin header ("" when not sent; "-" when too long) */
-	char host[256];    /* the Host header */
-	bool admin;        /* set by authentication */
-	char account[160]; /* an account key's account */
+	char key[KEY_LEN + 1]; /* the bearer key, once authentication read it */
+	char session[80];      /* the meter_session cookie, when sent */
+	char origin[256];      /* the Origin header ("" when not sent; "-" when too long) */
+	char host[256];        /* the Host header */
+	bool admin;            /* set by authentication */
+	char account[160];     /* an account key's account */
 	PGconn *db;
 	PGconn *rdb; /* a replica connection (req_read_db), when one serves this request */
 	int64_t start_ns;
@@ -101,6 +103,20 @@ PGconn *req_read_db(struct req *r);
  * database connection it holds already (false without one); never answers.
  */
 bool req_is_admin(struct req *r);
+
+/*
+ * For AUTH_ANY_IN_HANDLER routes. req_key: the request's API key (its
+ * Authorization header was checked to hold one before the handler ran).
+ * req_key_checked: the result of the key's lookup (Q_AUTH, run by the handler
+ * on req_db's connection): true when the key is live (the request then knows
+ * its account, as after AUTH_ANY); otherwise answers 401 or the database's
+ * error and returns false. req_authenticate: the lookup on its own, for a
+ * handler that answers before its statement (a malformed body: the key's
+ * answer comes first, as on every route).
+ */
+const char *req_key(struct req *r);
+bool req_key_checked(struct req *r, PGresult *res);
+bool req_authenticate(struct req *r);
 
 /* True when the request may see account id; answers 404 (and returns false) when not. */
 bool req_may_see(struct req *r, const char *account_id);

@@ -246,6 +246,13 @@ PGresult *q_exec(PGconn *c, enum query q, int nparams, const char *const *params
 	return PQexecPrepared(c, name, nparams, params, NULL, NULL, 0);
 }
 
+int q_send(PGconn *c, enum query q, int nparams, const char *const *params)
+{
+	char name[16];
+	snprintf(name, sizeof name, "q%d", (int)q);
+	return PQsendQueryPrepared(c, name, nparams, params, NULL, NULL, 0);
+}
+
 PGresult *q_exec_planned(PGconn *c, enum query q, int nparams, const char *const *params)
 {
 	return PQexecParams(c, sql[q], nparams, NULL, params, NULL, NULL, 0);

@@ -57,6 +57,8 @@ bool queries_prepare(PGconn *c, char *err, size_t errlen);
 
 /* Runs a prepared statement with text parameters (NULL for SQL NULL). */
 PGresult *q_exec(PGconn *c, enum query q, int nparams, const char *const *params);
+/* The same, sent only (PQsendQueryPrepared): for a pipeline. 1 when sent. */
+int q_send(PGconn *c, enum query q, int nparams, const char *const *params);
 
 /*
  * The same statement, planned for these parameters: for queries over many

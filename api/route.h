@@ -12,7 +12,12 @@
 
 #define ROUTE_PARTS 8 /* the most parts a path of ours has */
 
-enum auth_need { AUTH_PUBLIC, AUTH_ANY, AUTH_ADMIN };
+/*
+ * AUTH_ANY_IN_HANDLER: any live key, as AUTH_ANY, but the server checks only that
+ * there is one; the handler looks it up in the same round trip as its own
+ * statement (req_key, req_key_checked) and must before it answers anything else.
+ */
+enum auth_need { AUTH_PUBLIC, AUTH_ANY, AUTH_ADMIN, AUTH_ANY_IN_HANDLER };
 
 struct req;
 typedef void (*handler_fn)(struct req *r);

@@ -35,7 +35,7 @@ const struct route routes[] = {
         {"GET", "/v1/sandboxes/{id}", AUTH_ANY, h_sandbox_get, false, 0, FAST},
         {"POST", "/v1/sandboxes/{id}/stop", AUTH_ADMIN, h_sandbox_stop, false, 0, FAST},
         {"GET", "/v1/sandboxes/{id}/usage", AUTH_ANY, h_sandbox_usage, false, 0, FAST},
-        {"POST", "/v1/quota/check", AUTH_ANY, h_quota_check, false, 1000, FAST},
+        {"POST", "/v1/quota/check", AUTH_ANY_IN_HANDLER, h_quota_check, false, 1000, FAST},
         {"GET", "/v1/keys", AUTH_ADMIN, h_key_list, false, 0, FAST},
         {"POST", "/v1/keys", AUTH_ADMIN, h_key_new, false, 0, FAST},
         {"DELETE", "/v1/keys/{id}", AUTH_ADMIN, h_key_revoke, false, 0, FAST},

@@ -82,9 +82,12 @@ LUA
 # The SQL each request runs, for pgbench: the key's check (api/queries.c Q_AUTH: every
 # request asks the database, so a revoked key is refused at once), then the request's own.
 auth_sql="WITH k AS (SELECT id, role, account_id, last_used_at FROM api_keys WHERE key_hash = sha256(convert_to('$key', 'UTF8')) AND revoked_at IS NULL), used AS (UPDATE api_keys a SET last_used_at = now() FROM (SELECT x.id FROM api_keys x JOIN k ON k.id = x.id WHERE k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute' FOR UPDATE OF x SKIP LOCKED) l WHERE a.id = l.id) SELECT role, account_id, id FROM k;"
+# The quota check sends its two in one pipeline (api/account.c account_state_load_keyed).
 cat >"$work/quota.sql" <<SQL
+\\startpipeline
 $auth_sql
 SELECT id, name, plan, trial_grant_seconds, max_concurrent, monthly_spend_cap::text, (extract(epoch FROM created_at) * 1000000)::bigint, (SELECT count(*) FROM sandboxes s WHERE s.account_id = a.id AND s.stopped_at IS NULL), (SELECT coalesce(sum(wall_us), 0) FROM account_month m WHERE m.account_id = a.id AND m.month < date_trunc('month', now())::date), (SELECT string_agg(concat_ws(' ', price_plan_id, cpu_measured_us, cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us), ';' ORDER BY price_plan_id) FROM account_month m WHERE m.account_id = a.id AND m.month = date_trunc('month', now())::date) FROM accounts a WHERE id = 'bench';
+\\endpipeline
 SQL
 cat >"$work/usage.sql" <<SQL
 $auth_sql
