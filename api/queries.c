@@ -224,6 +224,11 @@ static const char *const sql[Q_COUNT] = {
                                     "FROM rollup_queue",
 };
 
+const char *q_sql(enum query q)
+{
+	return q >= 0 && q < Q_COUNT ? sql[q] : NULL;
+}
+
 bool queries_prepare(PGconn *c, char *err, size_t errlen)
 {
 	for (int i = 0; i < Q_COUNT; i++) {

@@ -52,6 +52,9 @@ enum query {
 	Q_COUNT
 };
 
+/* The text of statement q ($n for its parameters); NULL for no such statement. */
+const char *q_sql(enum query q);
+
 /* Prepares every statement on c; false with err. */
 bool queries_prepare(PGconn *c, char *err, size_t errlen);
 

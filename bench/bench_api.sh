@@ -82,13 +82,16 @@ LUA
 # The SQL each request runs, for pgbench: the key's check (api/queries.c Q_AUTH: every
 # request asks the database, so a revoked key is refused at once), then the request's own.
 auth_sql="WITH k AS (SELECT id, role, account_id, last_used_at FROM api_keys WHERE key_hash = sha256(convert_to('$key', 'UTF8')) AND revoked_at IS NULL), used AS (UPDATE api_keys a SET last_used_at = now() FROM (SELECT x.id FROM api_keys x JOIN k ON k.id = x.id WHERE k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute' FOR UPDATE OF x SKIP LOCKED) l WHERE a.id = l.id) SELECT role, account_id, id FROM k;"
-# The quota check sends its two in one pipeline (api/account.c account_state_load_keyed).
-cat >"$work/quota.sql" <<SQL
-\\startpipeline
-$auth_sql
-SELECT id, name, plan, trial_grant_seconds, max_concurrent, monthly_spend_cap::text, (extract(epoch FROM created_at) * 1000000)::bigint, (SELECT count(*) FROM sandboxes s WHERE s.account_id = a.id AND s.stopped_at IS NULL), (SELECT coalesce(sum(wall_us), 0) FROM account_month m WHERE m.account_id = a.id AND m.month < date_trunc('month', now())::date), (SELECT string_agg(concat_ws(' ', price_plan_id, cpu_measured_us, cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us), ';' ORDER BY price_plan_id) FROM account_month m WHERE m.account_id = a.id AND m.month = date_trunc('month', now())::date) FROM accounts a WHERE id = 'bench';
-\\endpipeline
-SQL
+# The quota check's two statements as meter-api prepares them (build/bench_sql prints
+# api/queries.c's text), their parameters pgbench variables, sent in one pipeline as
+# api/account.c account_state_load_keyed does.
+{
+	echo '\startpipeline'
+	echo "$("$build/bench_sql" auth | sed 's/\$1/:key/g');"
+	echo "$("$build/bench_sql" state | sed 's/\$1/:account/g; s/\$2/:month_us/g');"
+	echo '\endpipeline'
+} >"$work/quota.sql"
+quota_vars=(-D "key=$key" -D account=bench -D "month_us=$month_us")
 cat >"$work/usage.sql" <<SQL
 $auth_sql
 SELECT id FROM accounts WHERE id = 'bench';
@@ -110,8 +113,9 @@ wrk_run() {
 # "tps p50_ms p99_ms" from pgbench's per-transaction log
 pg_run() {
 	local conns=$1 script=$2
+	shift 2
 	rm -f "$work"/pgbench_log*
-	(cd "$work" && "$pgbin/pgbench" -n -M prepared -c "$conns" -j 2 -T "$secs" -f "$script" -l \
+	(cd "$work" && "$pgbin/pgbench" -n -M prepared -c "$conns" -j 2 -T "$secs" -f "$script" "$@" -l \
 		--log-prefix="$work/pgbench_log" "$url" >"$work/pgb.out" 2>&1)
 	local tps
 	tps=$(awk '/^tps = / { printf "%.0f", $3 }' "$work/pgb.out")
@@ -131,7 +135,7 @@ results=
 result() { results+="RESULT $*"$'\n'; }
 for c in 4 16; do
 	read -r a50 a51 a52 <<<"$(wrk_run $c "$work/quota.lua" /v1/quota/check)"
-	read -r b50 b51 b52 <<<"$(pg_run $c "$work/quota.sql")"
+	read -r b50 b51 b52 <<<"$(pg_run $c "$work/quota.sql" "${quota_vars[@]}")"
 	echo "| POST /v1/quota/check | $c | $a50 | $a51 | $a52 | $b50 | $b51 | $b52 | $(awk -v a="$a50" -v b="$b50" 'BEGIN { printf "%.2f", a / b }') |"
 	result "api_quota_c${c}_rps=$a50 api_quota_c${c}_p50_ms=$a51 api_quota_c${c}_p99_ms=$a52 pg_quota_c${c}_tps=$b50 pg_quota_c${c}_p50_ms=$b51 pg_quota_c${c}_p99_ms=$b52"
 done

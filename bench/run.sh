@@ -158,7 +158,12 @@ hours=$(get fleet_largest_sandbox_hours) nsb=$(get fleet_largest_sandboxes)
 seq=$(get fleet_explain_samples_seqscans) nst=$(get fleet_explain_statements)
 nplans=$(get fleet_explain_plans) notex=$(get fleet_explain_not_exercised)
 prps=$(get api_quota_paced_c10_rps) p99=$(get api_quota_paced_c10_p99_ms)
+# Throughput is the most each served, at 4 or at 16 connections: meter-api's requests
+# take more hops (client, server, database) than pgbench's, so it peaks at more of them.
 a4=$(get api_quota_c4_rps) g4=$(get pg_quota_c4_tps)
+a16=$(get api_quota_c16_rps) g16=$(get pg_quota_c16_tps)
+amax=$(calc 'printf "%.0f", (a > b ? a : b)' "$a4" "$a16")
+gmax=$(calc 'printf "%.0f", (a > b ? a : b)' "$g4" "$g16")
 u4=$(get api_usage_c4_rps) gu4=$(get pg_usage_c4_tps)
 cc=$(get collector_copy_meter_us) crss=$(get collector_copy_meter_rss_mib)
 cf=$(get collector_fake_meter_us) cn=$(get collector_fake_naive_us) cnrss=$(get collector_fake_naive_rss_mib)
@@ -200,8 +205,8 @@ row "quota check of the largest account, p50 / p99 (one client, fleet database)"
 	"$(ms "$q50") / $(ms "$q99")" "" "" "p99 <= 2 ms" "$(met 'a <= 2' "$q99")"
 row "quota check p99 at about 5,000/s (bench_api: 10 connections, 1 ms pauses)" \
 	"$(ms "$p99") at $(num "$prps")/s" "" "" "p99 <= 2 ms at 5,000/s" "$(met 'a <= 2 && b >= 5000' "$p99" "$prps")"
-row "quota check throughput, req/s (bench_api, 4 connections)" \
-	"$(num "$a4")" "$(num "$g4") (pgbench, same SQL)" "$(calc 'printf "%.2f", a / b' "$a4" "$g4")" ">= 0.5 x pgbench" "$(met 'a >= 0.5 * b' "$a4" "$g4")"
+row "quota check throughput, req/s, the most at 4 or 16 connections (bench_api; 4: $(num "$a4") and $(num "$g4"))" \
+	"$(num "$amax")" "$(num "$gmax") (pgbench, the same two statements, one pipeline)" "$(calc 'printf "%.2f", a / b' "$amax" "$gmax")" ">= 0.5 x pgbench" "$(met 'a >= 0.5 * b' "$amax" "$gmax")"
 row "account usage of a month, req/s (bench_api, 4 connections)" \
 	"$(num "$u4")" "$(num "$gu4") (pgbench, same SQL)" "$(calc 'printf "%.2f", a / b' "$u4" "$gu4")" "none stated" "-"
 row "usage of the largest account's month, first page of 100, p50 / p99 (one client)" "$(ms "$us50") / $(ms "$us99")" "" "" "p99 <= 50 ms" "$(met 'a <= 50' "$us99")"

@@ -907,6 +907,61 @@ static void the_sample_key_is_rebuilt_on_a_filled_database_while_samples_arrive(
 	              WRITER_ROWS, failures);
 }
 
+/*
+ * meter_ts and meter_us (0034) against 0030's bodies, written out here as the
+ * reference: the same value for 200,000 random instants and the edges, in time
+ * zones with odd offsets and summer time; and PostgreSQL inlines them (no call
+ * left in the plan), which is what 0034 is for.
+ */
+static void the_time_functions_keep_their_values_and_are_inlined(void **state)
+{
+	struct fixture *f = *state;
+	struct testdb *t = &f->t;
+	char v[256];
+	migrate(t, NULL);
+	assert_int_equal(res.status, 0);
+	static const char *const zones[] = {"UTC", "America/New_York", "Asia/Kolkata",
+	                                    "Pacific/Chatham", "Australia/Lord_Howe"};
+	for (size_t i = 0; i < sizeof zones / sizeof zones[0]; i++) {
+		char sql[1024];
+		snprintf(sql, sizeof sql, "SET TimeZone = '%s'", zones[i]);
+		assert_true(testdb_exec(t, sql));
+		assert_non_null(testdb_value(
+		        t,
+		        "WITH v(us) AS (SELECT (random() * 4e15 - 1e15)::bigint "
+		        "  FROM generate_series(1, 200000) "
+		        "  UNION ALL SELECT unnest(ARRAY[0, 1, -1, 999999, 1000000, -1000001, "
+		        "  1764547200000000, 1764547199999999, 253402300799999999, "
+		        "  -62135596800000000]::bigint[])), "
+		        "r AS (SELECT us, 'epoch'::timestamptz + us * interval '1 microsecond' ts "
+		        "  FROM v) "
+		        "SELECT count(*) FILTER (WHERE meter_ts(us) IS DISTINCT FROM ts) || ' ' || "
+		        "count(*) FILTER (WHERE meter_us(ts) IS DISTINCT FROM "
+		        "  (extract(epoch FROM ts) * 1000000)::bigint) || ' ' || "
+		        "count(*) FILTER (WHERE meter_us(ts + interval '90 minutes') IS DISTINCT "
+		        "FROM "
+		        "  (extract(epoch FROM ts + interval '90 minutes') * 1000000)::bigint) || "
+		        "' ' || "
+		        "count(*) FROM r",
+		        v, sizeof v));
+		if (strcmp(v, "0 0 0 200010") != 0)
+			fail_msg("in %s: differing meter_ts, meter_us, meter_us later, of all: %s",
+			         zones[i], v);
+	}
+	assert_non_null(testdb_value(t, "SELECT meter_ts(NULL) IS NULL AND meter_us(NULL) IS NULL",
+	                             v, sizeof v));
+	assert_string_equal(v, "t");
+	/* a plan's output names what is left of a call: inlined, none is */
+	assert_true(testdb_exec(t, "CREATE TEMP TABLE probe (us bigint, at timestamptz)"));
+	PGresult *r = PQexec(t->conn, "EXPLAIN (VERBOSE, COSTS OFF) SELECT meter_ts(us), "
+	                              "meter_us(at) FROM probe WHERE at >= meter_ts(us)");
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	for (int i = 0; i < PQntuples(r); i++)
+		if (strstr(PQgetvalue(r, i, 0), "meter_"))
+			fail_msg("not inlined: %s", PQgetvalue(r, i, 0));
+	PQclear(r);
+}
+
 int main(void)
 {
 	/* ctest citus_migrate_filled runs one test, on a Citus cluster */
@@ -925,6 +980,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                the_collector_role_may_insert_samples_and_read_account_limits_only, setup,
 	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                the_time_functions_keep_their_values_and_are_inlined, setup, teardown),
 	        cmocka_unit_test_setup_teardown(the_schema_refuses_impossible_rows, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(every_growing_table_carries_its_distribution_key,
