@@ -7,6 +7,9 @@
 #
 #   bash bench/collector_real.sh [N] [SECONDS]     (default 1000 cgroups, 60 s)
 #
+# METER_BENCH_SMAPS=FILE keeps a copy of the collector's /proc/PID/smaps at the
+# end: what its RSS is made of, mapping by mapping.
+#
 # Needs root (cgroups). Uses DATABASE_URL's server or the private cluster
 # (started and stopped again when it was not running), in a database of its
 # own that it drops at the end, with the cgroups. Prints a line of figures,
@@ -67,6 +70,7 @@ c0=$(cpu) s0=$(samples) t0=$(date +%s.%N)
 sleep "$secs"
 c1=$(cpu) s1=$(samples) t1=$(date +%s.%N)
 rss=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status")
+[[ -n ${METER_BENCH_SMAPS:-} ]] && cp "/proc/$pid/smaps" "$METER_BENCH_SMAPS"
 kill -0 "$pid" || { cat "$work/log" >&2; echo "collector_real: the collector died" >&2; exit 1; }
 awk -v c="$((c1 - c0))" -v hz="$ticks" -v t0="$t0" -v t1="$t1" -v n="$n" -v s="$((s1 - s0))" -v rss="$rss" '
 BEGIN {

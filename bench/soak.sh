@@ -95,7 +95,8 @@ done
 vg=()
 if [[ $valgrind == 1 ]]; then
 	# a leak of any block no pointer reaches (definite, or lost with one that is) fails
-	vg=(valgrind --quiet --error-exitcode=99 --leak-check=full
+	# --trace-children: meter-collector starts itself again once (collector/main.c)
+	vg=(valgrind --quiet --error-exitcode=99 --leak-check=full --trace-children=yes
 	    --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
 	    --track-origins=no)
 fi

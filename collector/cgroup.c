@@ -286,7 +286,8 @@ enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **w
 		if (h->fd[f] < 0)
 			continue;
 		if (!limits && (f == CG_MEM_MAX || f == CG_CPU_MAX || f == CG_CPU_PERIOD ||
-		                f == CG_MEM_STAT || f == CG_MEM_KMEM))
+		                f == CG_MEM_STAT || f == CG_MEM_KMEM || f == CG_MEM_PEAK ||
+		                (f == CG_MEM_CUR && h->fd[CG_MEM_PEAK] >= 0)))
 			continue;
 		ssize_t n = read_file(h->fd[f], buf, sizeof buf);
 		if (n < 0 && f != CG_CPU) {
@@ -375,6 +376,8 @@ enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **w
 	    !ck_add(out.mem_anon_kernel, kmem, &out.mem_anon_kernel))
 		out.mem_anon_kernel = CG_ABSENT;
 	if (limits) {
+		h->mem_current = out.mem_current;
+		h->mem_peak = out.mem_peak;
 		h->mem_anon_kernel = out.mem_anon_kernel;
 		h->mem_limit = out.mem_limit;
 		h->cpu_limit_millicores = out.cpu_limit_millicores;
@@ -384,6 +387,9 @@ enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **w
 		    (out.mem_limit == CG_ABSENT || out.cpu_limit_millicores == CG_ABSENT))
 			h->limit_age = 1;
 	} else {
+		if (h->fd[CG_MEM_PEAK] >= 0) /* else memory now was read: the peak's stand-in */
+			out.mem_current = h->mem_current;
+		out.mem_peak = h->mem_peak;
 		out.mem_anon_kernel = h->mem_anon_kernel;
 		out.mem_limit = h->mem_limit;
 		out.cpu_limit_millicores = h->cpu_limit_millicores;
@@ -393,6 +399,11 @@ enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **w
 		h->readings++;
 	*r = out;
 	return CG_OK;
+}
+
+void cg_read_all_next(struct cg_handle *h)
+{
+	h->limit_age = 0;
 }
 
 enum cg_status cg_read_populated(const struct cg_handle *h, const struct cg_layout *l,

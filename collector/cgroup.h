@@ -55,12 +55,18 @@ enum cg_file {
 };
 
 /*
- * Limits change seldom and nothing is billed on the memory breakdown
- * (memory.stat, which the kernel builds anew at every read, and v1's kernel
- * memory), so these are re-read every CG_LIMIT_EVERY readings (and at the
- * first); in between the last values are reported. A round then reads the
- * two or three counters billing needs (CPU, memory current and peak) instead
- * of six to eight files. Over a young sandbox's first CG_LIMIT_EVERY readings
+ * Billing needs CPU usage at every reading. Limits change seldom, and nothing
+ * is billed on memory in use, its peak (memory is billed on the size ordered)
+ * or its breakdown (memory.stat, which the kernel builds anew at every read,
+ * and v1's kernel memory), so these are re-read every CG_LIMIT_EVERY readings
+ * (and at the first, and at a reading cg_read_all_next asked for: a sandbox's
+ * last); in between the last values are reported. A round then reads one file
+ * instead of six to eight; each read is a system call, and those were nearly
+ * all of the collector's CPU (bench/collector_real.sh). The peak, a high-water
+ * mark, loses nothing by it: at most CG_LIMIT_EVERY readings late, and exact
+ * at the end. A host without a peak file (cgroup v2 before Linux 5.19) has
+ * memory in use read at every reading instead, the most of which stands in
+ * for the peak. Over a young sandbox's first CG_LIMIT_EVERY readings
  * a limit not there yet is looked for at every one: a platform writes the
  * limits just after it makes the cgroup, which the collector may find in
  * between, and a sandbox is registered from them (and counts as running) at
@@ -79,6 +85,7 @@ struct cg_handle {
 	int limit_age; /* readings until the limits are read again; 0: now */
 	int readings;  /* taken so far, up to CG_LIMIT_EVERY */
 	int64_t mem_limit, cpu_limit_millicores; /* the last limits read */
+	int64_t mem_current, mem_peak;           /* the last memory figures read */
 	int64_t mem_anon_kernel;                 /* the last memory breakdown read */
 };
 
@@ -112,12 +119,14 @@ void cg_close(struct cg_handle *h);
 void cg_init(struct cg_handle *h);
 
 /*
- * Reads every figure (the limits and the memory breakdown as CG_LIMIT_EVERY
- * says). On anything but
+ * Reads every figure (all but CPU usage as CG_LIMIT_EVERY says). On anything but
  * CG_OK *r and the handle are unchanged; which_file names the file that
  * failed when not NULL.
  */
 enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **which_file);
+
+/* The next cg_read reads every file: a sandbox's last reading, when it emptied. */
+void cg_read_all_next(struct cg_handle *h);
 
 /*
  * Reads the cgroup.events of the cgroup at rel: *populated 1 or 0. CG_ERROR

@@ -267,14 +267,15 @@ static void add_sandbox(struct collector *c, const char *rel, const char *id, co
 		c->sandboxes = n;
 		c->capsandboxes = cap;
 	}
-	struct sandbox *sb = calloc(1, sizeof *sb);
+	size_t rel_len = strlen(rel) + 1, id_len = strlen(id) + 1;
+	struct sandbox *sb = calloc(1, sizeof *sb + rel_len + id_len + strlen(account) + 1);
 	if (sb == NULL) {
 		log_error("sandbox %s not sampled: out of memory", id);
 		return;
 	}
-	snprintf(sb->rel, sizeof sb->rel, "%s", rel);
-	snprintf(sb->id, sizeof sb->id, "%s", id);
-	snprintf(sb->account, sizeof sb->account, "%s", account);
+	memcpy(sb->rel, rel, rel_len);
+	sb->id = memcpy(sb->rel + rel_len, id, id_len);
+	sb->account = strcpy(sb->rel + rel_len + id_len, account);
 	sb->seen = true;
 	sb->events_wd = -1;
 	enum cg_status s = cg_open(&sb->h, &c->layout, rel);
@@ -453,6 +454,7 @@ static void on_emptied(struct collector *c, struct sandbox *sb, bool *flush)
 	/* The last processes left: sample now, before the cgroup can be removed; that
 	 * sample ends the incarnation (rule 9). */
 	size_t rows = c->batch.rows;
+	cg_read_all_next(&sb->h); /* its last figures, fresh */
 	if (sample(c, sb)) {
 		if (c->batch.rows > rows)
 			batch_mark_end(&c->batch);

@@ -48,9 +48,8 @@ struct collector_config {
 };
 
 struct sandbox {
-	char rel[CG_PATH_MAX];
-	char id[CG_ID_MAX];
-	char account[CG_ID_MAX];
+	const char *id;      /* stored after rel */
+	const char *account; /* stored after id; "" when its path names none */
 	struct cg_handle h;
 	int events_wd;          /* inotify watch on cgroup.events, or -1 */
 	bool final_taken;       /* a sample was taken after it emptied: it ended there */
@@ -58,6 +57,9 @@ struct sandbox {
 	bool seen;              /* found by the running rescan */
 	bool has_last;          /* last holds a reading */
 	struct cg_reading last; /* its last reading, for the end when it goes away */
+	/* Its path, then its id and account, each as long as it is: a thousand
+	 * sandboxes with room for the longest of each held 1.2 MiB that nothing used. */
+	char rel[];
 };
 
 struct holder {

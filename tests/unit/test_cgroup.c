@@ -143,7 +143,7 @@ static void a_young_sandboxs_missing_limit_is_looked_for_at_every_reading(void *
 }
 
 /*
- * The counters billing needs are read at every reading; memory.stat (the
+ * CPU usage, which billing needs, is read at every reading; memory.stat (the
  * kernel builds it at each read, and nothing is billed on it) only with the
  * limits, its last figure reported in between.
  */
@@ -158,14 +158,56 @@ static void memory_stat_is_read_with_the_limits(void **state)
 	assert_int_equal(r.mem_anon_kernel, 4096 + 1024);
 	assert_true(fakecg_write(root, "", "sandboxes/acme/sb-1", "memory.stat",
 	                         "anon 8192\nfile 0\nkernel 2048\n"));
-	assert_true(fakecg_write(root, "", "sandboxes/acme/sb-1", "memory.current", "3145728\n"));
+	assert_true(fakecg_set_cpu(root, FAKE_V2, "sandboxes/acme/sb-1", 3145728));
 	assert_int_equal(cg_read(&h, &r, NULL), CG_OK);
 	int k = 1;
-	assert_int_equal(r.mem_current, 3145728); /* at once */
+	assert_int_equal(r.cpu_usage_us, 3145728); /* at once */
 	for (; k <= CG_LIMIT_EVERY && r.mem_anon_kernel == 4096 + 1024; k++)
 		assert_int_equal(cg_read(&h, &r, NULL), CG_OK);
 	assert_int_equal(r.mem_anon_kernel, 8192 + 2048);
 	assert_true(k > 1); /* not at the next reading: it waited for the re-read */
+	cg_close(&h);
+}
+
+/*
+ * Memory in use and its peak are read with the limits; in between, the last
+ * ones read are reported, while CPU usage is read at every reading. A reading
+ * asked for with cg_read_all_next (a sandbox's last, when it emptied) reads
+ * them at once.
+ */
+static void memory_now_and_peak_are_read_with_the_limits(void **state)
+{
+	(void)state;
+	struct cg_reading r;
+	struct cg_handle h;
+	read_sandbox("v2", FAKE_V2, &r, &h);
+	for (int i = 0; i < CG_LIMIT_EVERY; i++) /* past its young readings */
+		assert_int_equal(cg_read(&h, &r, NULL), CG_OK);
+	assert_int_equal(r.mem_current, 1048576);
+	assert_int_equal(r.mem_peak, 2097152);
+	assert_true(fakecg_write(root, "", "sandboxes/acme/sb-1", "memory.peak", "8388608\n"));
+	assert_true(fakecg_write(root, "", "sandboxes/acme/sb-1", "memory.current", "3145728\n"));
+	int k = 0;
+	do {
+		assert_true(fakecg_set_cpu(root, FAKE_V2, "sandboxes/acme/sb-1", 2000000 + k));
+		assert_int_equal(cg_read(&h, &r, NULL), CG_OK);
+		assert_int_equal(r.cpu_usage_us, 2000000 + k); /* at every reading */
+		k++;
+		if (r.mem_peak != 8388608) { /* not re-read yet: both as they were */
+			assert_int_equal(r.mem_peak, 2097152);
+			assert_int_equal(r.mem_current, 1048576);
+		}
+	} while (r.mem_peak != 8388608 && k <= CG_LIMIT_EVERY);
+	assert_int_equal(r.mem_peak, 8388608);
+	assert_int_equal(r.mem_current, 3145728); /* re-read together */
+	assert_true(k > 1);                       /* it waited for the re-read */
+	/* asked for, the next reading has them at once */
+	assert_true(fakecg_write(root, "", "sandboxes/acme/sb-1", "memory.peak", "9437184\n"));
+	assert_true(fakecg_write(root, "", "sandboxes/acme/sb-1", "memory.current", "4194304\n"));
+	cg_read_all_next(&h);
+	assert_int_equal(cg_read(&h, &r, NULL), CG_OK);
+	assert_int_equal(r.mem_peak, 9437184);
+	assert_int_equal(r.mem_current, 4194304);
 	cg_close(&h);
 }
 
@@ -246,6 +288,16 @@ static void a_file_the_host_lacks_is_absent_never_zero(void **state)
 	assert_int_equal(r.cpu_limit_millicores, CG_ABSENT);
 	assert_int_equal(r.mem_anon_kernel, CG_ABSENT);
 	assert_int_equal(r.mem_current, 1048576);
+	/* without a peak, memory in use stands in for it: read at every reading */
+	for (int i = 0; i < CG_LIMIT_EVERY; i++)
+		assert_int_equal(cg_read(&h, &r, NULL), CG_OK);
+	for (int i = 0; i < CG_LIMIT_EVERY; i++) {
+		char now[32];
+		snprintf(now, sizeof now, "%d\n", 2097152 + i);
+		assert_true(fakecg_write(root, "", "sb-1", "memory.current", now));
+		assert_int_equal(cg_read(&h, &r, NULL), CG_OK);
+		assert_int_equal(r.mem_current, 2097152 + i);
+	}
 	cg_close(&h);
 
 	/* without CPU usage it is no sandbox at all */
@@ -385,6 +437,7 @@ int main(void)
 	        cmocka_unit_test(single_numbers_limits_and_quotas),
 	        cmocka_unit_test_teardown(v2_tree_gives_every_figure, teardown),
 	        cmocka_unit_test_teardown(memory_stat_is_read_with_the_limits, teardown),
+	        cmocka_unit_test_teardown(memory_now_and_peak_are_read_with_the_limits, teardown),
 	        cmocka_unit_test_teardown(
 	                a_young_sandboxs_missing_limit_is_looked_for_at_every_reading, teardown),
 	        cmocka_unit_test_teardown(cgroup_events_of_a_new_incarnation_are_not_read_as_ours,
