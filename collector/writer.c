@@ -83,9 +83,9 @@ bool writer_write(PGconn *c, const char *role, const char *data, size_t len, lon
 	PQclear(r);
 	r = NULL;
 	/* In pieces that fit libpq's output buffer as it is (16 KiB): handed the whole
-	 * batch at once, it grows the buffer to hold it and keeps that for good, a
-	 * quarter MiB more peak RSS for a thousand sandboxes. Each piece that fills the
-	 * buffer is sent then, a few more send()s a round. */
+	 * batch at once, it grows the buffer to hold it and keeps it, 80 KiB more
+	 * peak RSS for a thousand sandboxes (bench/collector_real.sh). A piece that
+	 * fills the buffer is sent then: a few more send()s a round. */
 	bool sent = true;
 	for (size_t at = 0; sent && at < len; at += COPY_PIECE)
 		sent = PQputCopyData(c, data + at,
