@@ -139,10 +139,14 @@ for c in 4 16; do
 	echo "| POST /v1/quota/check | $c | $a50 | $a51 | $a52 | $b50 | $b51 | $b52 | $(awk -v a="$a50" -v b="$b50" 'BEGIN { printf "%.2f", a / b }') |"
 	result "api_quota_c${c}_rps=$a50 api_quota_c${c}_p50_ms=$a51 api_quota_c${c}_p99_ms=$a52 pg_quota_c${c}_tps=$b50 pg_quota_c${c}_p50_ms=$b51 pg_quota_c${c}_p99_ms=$b52"
 done
-for c in 8 10; do
-	read -r a50 a51 a52 <<<"$(wrk_run $c "$work/quota_paced.lua" /v1/quota/check)"
-	echo "| POST /v1/quota/check, paced (1 ms pauses) | $c | $a50 | $a51 | $a52 | | | | |"
-	result "api_quota_paced_c${c}_rps=$a50 api_quota_paced_c${c}_p50_ms=$a51 api_quota_paced_c${c}_p99_ms=$a52"
+read -r a50 a51 a52 <<<"$(wrk_run 8 "$work/quota_paced.lua" /v1/quota/check)"
+echo "| POST /v1/quota/check, paced (1 ms pauses) | 8 | $a50 | $a51 | $a52 | | | | |"
+result "api_quota_paced_c8_rps=$a50 api_quota_paced_c8_p50_ms=$a51 api_quota_paced_c8_p99_ms=$a52"
+# The goal's "p99 <= 2 ms at 5,000/s in 3 runs of 3": three runs at 10 connections.
+for run in 1 2 3; do
+	read -r a50 a51 a52 <<<"$(wrk_run 10 "$work/quota_paced.lua" /v1/quota/check)"
+	echo "| POST /v1/quota/check, paced (1 ms pauses), run $run of 3 | 10 | $a50 | $a51 | $a52 | | | | |"
+	result "api_quota_paced_c10_run${run}_rps=$a50 api_quota_paced_c10_run${run}_p50_ms=$a51 api_quota_paced_c10_run${run}_p99_ms=$a52"
 done
 for c in 4 16; do
 	read -r a50 a51 a52 <<<"$(wrk_run $c "$work/usage.lua" "/v1/accounts/bench/usage?from=$month&to=$now")"
