@@ -263,6 +263,21 @@ static void join_cgroup(const char *dir, const char *rel)
 	close(fd);
 }
 
+/* A small file whole into buf, NUL-terminated; its length, or -1 with errno. */
+static ssize_t read_whole(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, len - 1);
+	int e = errno;
+	close(fd);
+	errno = e;
+	if (n >= 0)
+		buf[n] = '\0';
+	return n;
+}
+
 static int64_t cgroup_cpu(const struct cg_layout *l, const char *rel)
 {
 	struct cg_handle h;
@@ -297,6 +312,17 @@ static void real_cgroup_cpu_in_postgres_equals_the_kernel_counter(void **state)
 	                      NULL};
 	f->collector = collector(f, f->db.url, args);
 	sleep_ms(500); /* found, first sample taken */
+	/* It started itself again without GnuTLS's set-up (collector/main.c): the
+	 * same process, under its own name. */
+	char proc[64], text[4096];
+	snprintf(proc, sizeof proc, "/proc/%d/comm", (int)f->collector);
+	assert_true(read_whole(proc, text, sizeof text) > 0);
+	assert_string_equal(text, "meter-collector\n");
+	snprintf(proc, sizeof proc, "/proc/%d/environ", (int)f->collector);
+	ssize_t env_len = read_whole(proc, text, sizeof text);
+	assert_true(env_len > 0);
+	assert_true(memmem(text, (size_t)env_len, "\0GNUTLS_NO_IMPLICIT_INIT=1", 27) != NULL ||
+	            strncmp(text, "GNUTLS_NO_IMPLICIT_INIT=1", 25) == 0);
 
 	/* A child that moves itself into the cgroup and spins for 1.5 s of CPU. */
 	f->child = fork();
@@ -326,6 +352,22 @@ static void real_cgroup_cpu_in_postgres_equals_the_kernel_counter(void **state)
 
 	int64_t kernel = cgroup_cpu(&l, rel);
 	assert_true(kernel > 1000000); /* it did spin */
+	/* The end's sample read the peak afresh: the kernel's file says the same. */
+	char peak_path[CG_PATH_MAX * 2 + 160];
+	bool v1_memory = l.memory[0] && strcmp(l.memory, primary) != 0;
+	snprintf(peak_path, sizeof peak_path, "%s/%s/%s", v1_memory ? l.memory : primary, rel,
+	         v1_memory ? "memory.max_usage_in_bytes" : "memory.peak");
+	char peak[64] = "";
+	if (read_whole(peak_path, peak, sizeof peak) > 0)
+		peak[strcspn(peak, "\n")] = '\0';
+	else
+		assert_int_equal(errno, ENOENT); /* a v2 kernel before 5.19: the peak is NULL */
+	assert_true(testdb_value(&f->db,
+	                         "SELECT coalesce(s.memory_peak_bytes::text, '') FROM samples s "
+	                         "JOIN incarnation_ends e USING (sandbox_id, incarnation) "
+	                         "WHERE s.sandbox_id = 'sb-real' AND s.ts = e.ended_at",
+	                         text, sizeof text) != NULL);
+	assert_string_equal(text, peak);
 	long in_db = count(f->db.conn, "SELECT max(cpu_usage_us) FROM samples WHERE sandbox_id = "
 	                               "'sb-real'");
 	double off = (double)(kernel - in_db) / (double)kernel;
