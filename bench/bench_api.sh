@@ -81,13 +81,13 @@ wrk.headers["Authorization"] = "Bearer $key"
 LUA
 # The SQL each request runs, for pgbench: the key's check (api/queries.c Q_AUTH: every
 # request asks the database, so a revoked key is refused at once), then the request's own.
-auth_sql="WITH k AS (SELECT id, role, account_id, last_used_at FROM api_keys WHERE key_hash = sha256(convert_to('$key', 'UTF8')) AND revoked_at IS NULL), used AS (UPDATE api_keys a SET last_used_at = now() FROM (SELECT x.id FROM api_keys x JOIN k ON k.id = x.id WHERE k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute' FOR UPDATE OF x SKIP LOCKED) l WHERE a.id = l.id) SELECT role, account_id, id FROM k;"
-# The quota check's two statements as meter-api prepares them (build/bench_sql prints
-# api/queries.c's text), their parameters pgbench variables, sent in one pipeline as
+auth_sql="$("$build/bench_sql" auth | sed 's/\$1/:key/g');"
+# Both as meter-api prepares them (build/bench_sql prints api/queries.c's text), their
+# parameters pgbench variables. The quota check sends its two in one pipeline, as
 # api/account.c account_state_load_keyed does.
 {
 	echo '\startpipeline'
-	echo "$("$build/bench_sql" auth | sed 's/\$1/:key/g');"
+	echo "$auth_sql"
 	echo "$("$build/bench_sql" state | sed 's/\$1/:account/g; s/\$2/:month_us/g');"
 	echo '\endpipeline'
 } >"$work/quota.sql"
@@ -150,7 +150,7 @@ for run in 1 2 3; do
 done
 for c in 4 16; do
 	read -r a50 a51 a52 <<<"$(wrk_run $c "$work/usage.lua" "/v1/accounts/bench/usage?from=$month&to=$now")"
-	read -r b50 b51 b52 <<<"$(pg_run $c "$work/usage.sql")"
+	read -r b50 b51 b52 <<<"$(pg_run $c "$work/usage.sql" -D "key=$key")"
 	echo "| GET /v1/accounts/{id}/usage | $c | $a50 | $a51 | $a52 | $b50 | $b51 | $b52 | $(awk -v a="$a50" -v b="$b50" 'BEGIN { printf "%.2f", a / b }') |"
 	result "api_usage_c${c}_rps=$a50 api_usage_c${c}_p50_ms=$a51 api_usage_c${c}_p99_ms=$a52 pg_usage_c${c}_tps=$b50 pg_usage_c${c}_p50_ms=$b51 pg_usage_c${c}_p99_ms=$b52"
 done
