@@ -449,7 +449,10 @@ static void make_bundle(struct fx *f, const char *name, const char *acct, const 
 		cJSON_AddItemToArray(he, cJSON_CreateString(env_url));
 		cJSON_AddItemToArray(he, cJSON_CreateString(env_key));
 		cJSON_AddItemToArray(he, cJSON_CreateString(env_match));
-		cJSON_AddNumberToObject(h, "timeout", 10);
+		/* a loaded CI host may take seconds to answer; these containers test
+		 * admission and metering, meter_away_fails_closed… tests the timeout */
+		cJSON_AddItemToArray(he, cJSON_CreateString("METER_HOOK_TIMEOUT=20s"));
+		cJSON_AddNumberToObject(h, "timeout", 30);
 		cJSON *list = cJSON_AddArrayToObject(hooks, phases[i]);
 		cJSON_AddItemToArray(list, h);
 	}
@@ -639,10 +642,25 @@ static void runc_containers_are_admitted_metered_refused_and_released(void **sta
 		             v, sizeof v);
 		rated = strtoll(v, NULL, 10);
 		kernel = kernel_cpu(rel) == k1 ? k1 : -1; /* settled: it sleeps */
+		int st;
+		if (waitpid(f->c1, &st, WNOHANG) == f->c1) { /* it must sleep on, not end */
+			f->c1 = 0;
+			read_log(f, "c1", log, sizeof log);
+			char clog[4096];
+			read_log(f, "collector", clog, sizeof clog);
+			fail_msg("c1's runc ended (%s %d) after %" PRId64 " µs of CPU sampled; "
+			         "its log: %s\nthe collector's: %s",
+			         WIFEXITED(st) ? "status" : "signal",
+			         WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), sampled, log,
+			         clog);
+		}
 	}
-	if (!(kernel > 100000 && kernel == sampled && sampled == rated))
-		fail_msg("c1: kernel %" PRId64 " µs, sampled %" PRId64 ", rated %" PRId64, kernel,
-		         sampled, rated);
+	if (!(kernel > 100000 && kernel == sampled && sampled == rated)) {
+		read_log(f, "collector", log, sizeof log);
+		fail_msg("c1: kernel %" PRId64 " µs, sampled %" PRId64 ", rated %" PRId64
+		         "; the collector's log: %s",
+		         kernel, sampled, rated, log);
+	}
 	printf("c1: the kernel counted %" PRId64 " µs of CPU; sampled and rated the same\n",
 	       kernel);
 	/* c1 ends: poststop releases its place, and a third container starts */
