@@ -2030,9 +2030,16 @@ static void dropping_old_raw_partitions_never_changes_an_invoice(void **state)
 	                    "usage_hourly u";
 	text(f, usage, before, sizeof before);
 
-	/* The service drops it itself: an API process with the default retention. */
+	/* The service drops it itself: an API process whose retention reaches back to
+	 * a day before October's end, whatever today is (the default, 35 days, kept
+	 * October only until 2026-12-05), so September is past it and October not. */
 	sql(f, "DROP TABLE samples_202701"); /* and makes the months ahead it finds missing */
-	unsetenv("METER_RAW_RETENTION");
+	int64_t oct_end_us = 0;
+	assert_int_equal(meter_time_parse("2026-11-01T00:00:00Z", &oct_end_us), METER_OK);
+	char retention[32];
+	snprintf(retention, sizeof retention, "%lldd",
+	         (long long)((time(NULL) - oct_end_us / 1000000) / 86400 + 2));
+	setenv("METER_RAW_RETENTION", retention, 1);
 	assert_true(api_start(&f->api2, METER_API_BIN, f->db.url, "--log-level=info"));
 	setenv("METER_RAW_RETENTION", "0", 1);
 	for (int i = 0; i < 100 && strcmp(text(f, "SELECT to_regclass('samples_202609') IS NULL",
@@ -2042,7 +2049,7 @@ static void dropping_old_raw_partitions_never_changes_an_invoice(void **state)
 		usleep(50000);
 	assert_string_equal(
 	        text(f, "SELECT to_regclass('samples_202609') IS NULL", buf, sizeof buf), "t");
-	/* October ended less than 35 days ago: kept; the months ahead are there again. */
+	/* October ended inside the retention: kept; the months ahead are there again. */
 	assert_string_equal(text(f,
 	                         "SELECT to_regclass('samples_202610') IS NOT NULL AND "
 	                         "to_regclass('samples_202701') IS NOT NULL",
