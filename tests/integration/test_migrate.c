@@ -1065,7 +1065,7 @@ static void the_time_functions_keep_their_values_and_are_inlined(void **state)
 
 int main(void)
 {
-	/* ctest citus_migrate_filled runs one test, on a Citus cluster */
+	/* ctest citus_migrate_filled runs the two on a filled database, on a Citus cluster */
 	if (getenv("METER_TEST_ONLY"))
 		cmocka_set_test_filter(getenv("METER_TEST_ONLY"));
 	const struct CMUnitTest tests[] = {
