@@ -124,3 +124,10 @@ ALTER TABLE webhook_deliveries ADD CONSTRAINT webhook_deliveries_endpoint_id_fke
 -- roles log in on the workers (allow them from the coordinator in pg_hba.conf)
 ALTER ROLE meter_collector LOGIN;
 ALTER ROLE meter_api LOGIN;
+
+-- 8. the rollup's reads plan as PostgreSQL chooses (migration 0036 fixes their
+-- plans on a single PostgreSQL): Citus must see each sandbox's id in a custom
+-- plan to send the read to its shard
+ALTER FUNCTION meter_rollup_read(text[], bigint[], timestamptz, timestamptz, bigint[], bigint[])
+	RESET plan_cache_mode;
+ALTER FUNCTION meter_rollup_after(text[], bigint[], bigint[], bigint[]) RESET plan_cache_mode;
