@@ -22,15 +22,23 @@
 -- SHARE lock (the API reads on, the rollup waits), then becomes the key. On
 -- Citus, with the tables already distributed, the old key is dropped and the
 -- new one added by ALTER TABLE, one subcommand each as Citus requires.
-DO $$
+-- meter_distributed(t): whether t is a table Citus has placed (0036 asks too).
+CREATE FUNCTION meter_distributed(t regclass) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
 DECLARE
-	distributed boolean := false;
+	placed boolean := false;
 BEGIN
 	IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
-		EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_dist_partition '
-		        'WHERE logicalrelid = ''sandbox_month''::regclass)' INTO distributed;
+		EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = $1)'
+			INTO placed USING t;
 	END IF;
-	IF distributed THEN
+	RETURN placed;
+END
+$$;
+
+DO $$
+BEGIN
+	IF meter_distributed('sandbox_month') THEN
 		ALTER TABLE sandbox_month DROP CONSTRAINT sandbox_month_pkey;
 		ALTER TABLE sandbox_month ADD PRIMARY KEY (account_id, sandbox_id, month, price_plan_id);
 		ALTER TABLE sandbox_month_cost DROP CONSTRAINT sandbox_month_cost_pkey;

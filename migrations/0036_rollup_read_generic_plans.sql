@@ -16,14 +16,8 @@
 -- tables are already placed is left as it is, and citus/place.sql takes the
 -- setting off when it places them.
 DO $$
-DECLARE
-	distributed boolean := false;
 BEGIN
-	IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
-		EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_dist_partition '
-		        'WHERE logicalrelid = ''samples''::regclass)' INTO distributed;
-	END IF;
-	IF NOT distributed THEN
+	IF NOT meter_distributed('samples') THEN
 		ALTER FUNCTION meter_rollup_read(text[], bigint[], timestamptz, timestamptz, bigint[],
 		                                 bigint[])
 			SET plan_cache_mode = force_generic_plan;
