@@ -362,7 +362,7 @@ static const struct hot {
          "=",
          false},
         {"common/invoicedb.c stored invoice", "SELECT body_json", true},
-        {"common/limits.c limits_check_usage", "a.monthly_spend_cap::text, (SELECT coalesce", true},
+        {"common/limits.c limits_read", "sum(wall_us) wall_us FROM account_month", true},
         {"rollup/batch.c take marks", "FROM meter_rollup_take(", true},
         /* the samples' trigger registers a sandbox whose path names an account at its first
          * sample (migrations/0017); the rollup does when the account came later */

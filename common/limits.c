@@ -48,35 +48,62 @@ static bool limits_keep(PGconn *c, const char *account, bool trial_exhausted, bo
 	return r != NULL;
 }
 
+/* What limits_check_row needs of accounts ACCOUNTS (an SQL text[] expression), a row
+ * per account that exists: its id, trial grant (µs), spend cap, wall time used over
+ * every month (µs), whether its trial's end was announced, whether it is on the trial
+ * plan, and the account_limits row kept for it (NULLs when there is none). Each table
+ * is named by = ANY (ACCOUNTS), which Citus sends to those accounts' shards only. */
+#define LIMITS_READ_SQL(ACCOUNTS)                                                                  \
+	"SELECT a.id, a.trial_grant_seconds * 1000000, a.monthly_spend_cap::text, "                \
+	"coalesce(m.wall_us, 0), n.account_id IS NOT NULL, a.plan = 'trial', "                     \
+	"l.trial_exhausted, l.spend_cap_reached, "                                                 \
+	"(extract(epoch FROM l.month) * 1000000)::bigint "                                         \
+	"FROM accounts a "                                                                         \
+	"LEFT JOIN (SELECT account_id, sum(wall_us) wall_us FROM account_month "                   \
+	"  WHERE account_id = ANY (" ACCOUNTS ") GROUP BY account_id) m "                          \
+	"  ON m.account_id = a.id "                                                                \
+	"LEFT JOIN (SELECT DISTINCT account_id FROM limit_notices "                                \
+	"  WHERE account_id = ANY (" ACCOUNTS ") AND limit_name = 'trial_spent') n "               \
+	"  ON n.account_id = a.id "                                                                \
+	"LEFT JOIN account_limits l ON l.account_id = a.id "                                       \
+	"  AND l.account_id = ANY (" ACCOUNTS ") "                                                 \
+	"WHERE a.id = ANY (" ACCOUNTS ")"
+
+PGresult *limits_read(PGconn *c, const char *accounts, char *err, size_t errlen)
+{
+	const char *p[] = {accounts};
+	return db_query(c, LIMITS_READ_SQL("$1::text[]"), 1, p, PGRES_TUPLES_OK,
+	                "could not read the accounts' limits", err, errlen);
+}
+
 bool limits_check_usage(PGconn *c, const char *account, int64_t now_us,
                         const struct meter_plan *plans, size_t nplans, char *err, size_t errlen)
 {
 	const char *p[] = {account};
-	PGresult *r =
-	        PQexecParams(c,
-	                     "SELECT a.trial_grant_seconds * 1000000, a.monthly_spend_cap::text, "
-	                     "(SELECT coalesce(sum(wall_us), 0) FROM account_month m WHERE "
-	                     "m.account_id = $1), "
-	                     "EXISTS (SELECT 1 FROM limit_notices n WHERE n.account_id = $1 "
-	                     "  AND n.limit_name = 'trial_spent'), a.plan = 'trial' "
-	                     "FROM accounts a WHERE a.id = $1",
-	                     1, NULL, p, NULL, NULL, 0);
-	if (!db_check(r, PGRES_TUPLES_OK, "could not read the account's limits", err, errlen)) {
-		PQclear(r);
+	PGresult *r = db_query(c, LIMITS_READ_SQL("ARRAY[$1]::text[]"), 1, p, PGRES_TUPLES_OK,
+	                       "could not read the account's limits", err, errlen);
+	if (r == NULL)
 		return false;
-	}
-	if (PQntuples(r) != 1) {
-		PQclear(r);
-		return true;
-	}
-	int64_t grant = 0, used = 0;
-	meter_money cap = 0;
-	bool has_cap = !PQgetisnull(r, 0, 1), told = strcmp(PQgetvalue(r, 0, 3), "t") == 0;
-	bool trial = strcmp(PQgetvalue(r, 0, 4), "t") == 0;
-	bool ok = meter_decimal_parse(PQgetvalue(r, 0, 0), 0, false, &grant) == METER_OK &&
-	          meter_decimal_parse(PQgetvalue(r, 0, 2), 0, false, &used) == METER_OK &&
-	          (!has_cap || meter_money_parse(PQgetvalue(r, 0, 1), false, &cap) == METER_OK);
+	bool ok =
+	        PQntuples(r) != 1 || limits_check_row(c, r, 0, now_us, plans, nplans, err, errlen);
 	PQclear(r);
+	return ok;
+}
+
+bool limits_check_row(PGconn *c, const PGresult *r, int row, int64_t now_us,
+                      const struct meter_plan *plans, size_t nplans, char *err, size_t errlen)
+{
+	const char *account = PQgetvalue(r, row, 0);
+	int64_t grant = 0, used = 0, kept_month = 0;
+	meter_money cap = 0;
+	bool has_cap = !PQgetisnull(r, row, 2), told = strcmp(PQgetvalue(r, row, 4), "t") == 0;
+	bool trial = strcmp(PQgetvalue(r, row, 5), "t") == 0;
+	bool kept = !PQgetisnull(r, row, 6);
+	bool ok = meter_decimal_parse(PQgetvalue(r, row, 1), 0, false, &grant) == METER_OK &&
+	          meter_decimal_parse(PQgetvalue(r, row, 3), 0, false, &used) == METER_OK &&
+	          (!has_cap || meter_money_parse(PQgetvalue(r, row, 2), false, &cap) == METER_OK) &&
+	          (!kept ||
+	           meter_decimal_parse(PQgetvalue(r, row, 8), 0, false, &kept_month) == METER_OK);
 	if (!ok) {
 		snprintf(err, errlen, "account %s has malformed limits", account);
 		return false;
@@ -107,8 +134,12 @@ bool limits_check_usage(PGconn *c, const char *account, int64_t now_us,
 		total = inv.total;
 		cap_reached = inv.total >= cap;
 	}
-	if (!limits_keep(c, account, trial && grant > 0 && used >= grant, cap_reached, month, err,
-	                 errlen))
+	/* Written only when it changes: the rollup checks an account after each batch that
+	 * rated one of its sandboxes, and an unchanged row written is a commit for nothing. */
+	bool exhausted = trial && grant > 0 && used >= grant;
+	bool same = kept && (strcmp(PQgetvalue(r, row, 6), "t") == 0) == exhausted &&
+	            (strcmp(PQgetvalue(r, row, 7), "t") == 0) == cap_reached && kept_month == month;
+	if (!same && !limits_keep(c, account, exhausted, cap_reached, month, err, errlen))
 		return false;
 	if (!cap_reached)
 		return true;

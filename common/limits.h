@@ -31,4 +31,14 @@ bool limits_notify(PGconn *c, const char *account, const char *limit, const char
 bool limits_check_usage(PGconn *c, const char *account, int64_t now_us,
                         const struct meter_plan *plans, size_t nplans, char *err, size_t errlen);
 
+/*
+ * The same for many accounts at the cost of one read: limits_read reads what
+ * the check needs of the accounts in accounts (a text[] literal), one row per
+ * account that exists (NULL with err when it fails), and limits_check_row
+ * checks the account of one of its rows as limits_check_usage does.
+ */
+PGresult *limits_read(PGconn *c, const char *accounts, char *err, size_t errlen);
+bool limits_check_row(PGconn *c, const PGresult *r, int row, int64_t now_us,
+                      const struct meter_plan *plans, size_t nplans, char *err, size_t errlen);
+
 #endif

@@ -29,6 +29,45 @@ static const char take_sql[] =
 
 /* clang-format on */
 
+/* Checks the limits of the accounts of the rated sandboxes (common/limits.h), each
+ * once, outside the batch's transaction; what fails is logged. */
+static void check_limits(PGconn *c, const struct job *jobs, size_t n,
+                         const struct meter_plan *plans, size_t nplans)
+{
+	struct arr accounts = {0};
+	for (size_t i = 0; i < n; i++) {
+		bool seen = !jobs[i].found;
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = jobs[k].found && strcmp(jobs[k].account, jobs[i].account) == 0;
+		if (!seen)
+			ru_arr_str(&accounts, jobs[i].account);
+	}
+	const char *lit = ru_arr_end(&accounts);
+	char err[512];
+	PGresult *r = NULL;
+	if (accounts.n == 0)
+		goto out;
+	if (lit == NULL) {
+		log_warn("rollup: could not check the accounts' limits: out of memory");
+		goto out;
+	}
+	r = limits_read(c, lit, err, sizeof err);
+	if (r == NULL) {
+		log_warn("rollup: could not check the accounts' limits: %s", err);
+		goto out;
+	}
+	for (int i = 0; i < PQntuples(r); i++) {
+		if (!limits_check_row(c, r, i, now_realtime_us(), plans, nplans, err, sizeof err))
+			log_warn("rollup: could not check the limits of account %s: %s",
+			         PQgetvalue(r, i, 0), err);
+		if (PQtransactionStatus(c) != PQTRANS_IDLE)
+			PQclear(PQexec(c, "ROLLBACK"));
+	}
+out:
+	PQclear(r);
+	ru_arr_free(&accounts);
+}
+
 /*
  * Takes up to max marked sandboxes and rates them in one transaction.
  * Returns how many marks it took (rated or parked), 0 when there was none,
@@ -95,22 +134,10 @@ int ru_take(PGconn *c, const struct meter_plan *plans, size_t nplans, int max, c
 	if (r == NULL)
 		goto out;
 	result = (int)n;
-	/* Limits after the commit, once per account, on their own: a failure here is logged
-	 * and never holds the rating back (the next rating of the account checks again). */
-	for (size_t i = 0; i < n; i++) {
-		bool seen = !jobs[i].found;
-		for (size_t k = 0; k < i && !seen; k++)
-			seen = jobs[k].found && strcmp(jobs[k].account, jobs[i].account) == 0;
-		if (seen)
-			continue;
-		char lerr[512];
-		if (!limits_check_usage(c, jobs[i].account, now_realtime_us(), plans, nplans, lerr,
-		                        sizeof lerr))
-			log_warn("rollup: could not check the limits of account %s: %s",
-			         jobs[i].account, lerr);
-		if (PQtransactionStatus(c) != PQTRANS_IDLE)
-			PQclear(PQexec(c, "ROLLBACK"));
-	}
+	/* Limits after the commit, once per account, read in one statement: a failure here
+	 * is logged and never holds the rating back (the next rating of the account checks
+	 * again). */
+	check_limits(c, jobs, n, plans, nplans);
 	goto out;
 failed:
 	if (PQstatus(c) != CONNECTION_OK)
