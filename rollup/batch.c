@@ -74,8 +74,8 @@ out:
  * -1 with err when the database failed, -2 when a batch of more than one
  * failed on a statement (rolled back: take them one at a time).
  */
-int ru_take(PGconn *c, const struct meter_plan *plans, size_t nplans, int max, char *err,
-            size_t errlen)
+int ru_take(PGconn *c, const struct meter_plan *plans, size_t nplans, bool sharded, int max,
+            char *err, size_t errlen)
 {
 	struct job *jobs = NULL;
 	size_t n = 0;
@@ -104,7 +104,10 @@ int ru_take(PGconn *c, const struct meter_plan *plans, size_t nplans, int max, c
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct job *j = &jobs[i];
-		*j = (struct job){.plans = plans, .nplans = nplans, .upto = METER_TIME_NONE};
+		*j = (struct job){.plans = plans,
+		                  .nplans = nplans,
+		                  .sharded = sharded,
+		                  .upto = METER_TIME_NONE};
 		snprintf(j->sandbox, sizeof j->sandbox, "%s", PQgetvalue(r, (int)i, 0));
 		if (!ru_get_int(r, (int)i, 1, &j->mark)) {
 			snprintf(err, errlen, "malformed queue row");

@@ -125,6 +125,7 @@ struct job {
 	int64_t horizon;          /* raw samples before it were dropped (METER_TIME_NONE: none) */
 	const struct meter_plan *plans;
 	size_t nplans;
+	bool sharded; /* Citus placed the tables (ru_sharded) */
 	struct inc *incs;
 	size_t ninc;
 	struct smp *s;
@@ -177,14 +178,16 @@ void ru_job_free(struct job *j);
 
 /* ---- store.c ---- */
 
+/* Whether Citus placed the tables the batches write (store.c says why it matters). */
+bool ru_sharded(PGconn *c, bool *sharded, char *err, size_t errlen);
 /* Stores the batch's hours, removes its rated marks and sets the others aside. */
 bool ru_store(PGconn *c, struct job *jobs, size_t n, char *err, size_t errlen);
 
 /* ---- batch.c ---- */
 
 /* Takes up to max marks and rates them in one transaction: how many, 0, -1 or -2. */
-int ru_take(PGconn *c, const struct meter_plan *plans, size_t nplans, int max, char *err,
-            size_t errlen);
+int ru_take(PGconn *c, const struct meter_plan *plans, size_t nplans, bool sharded, int max,
+            char *err, size_t errlen);
 
 /* ---- trial.c ---- */
 

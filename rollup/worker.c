@@ -33,6 +33,9 @@ int rollup_pass(PGconn *c, char *err, size_t errlen)
 	struct meter_plan *plans = NULL;
 	size_t nplans = 0;
 	int done = 0, rc, alone = 0;
+	bool sharded;
+	if (!ru_sharded(c, &sharded, err, errlen))
+		return -1;
 	/* Accounts whose crossing must be found again without new usage go first. */
 	if (!plans_load(c, &plans, &nplans, err, errlen))
 		return -1;
@@ -47,7 +50,7 @@ int rollup_pass(PGconn *c, char *err, size_t errlen)
 		plans = NULL;
 		if (!plans_load(c, &plans, &nplans, err, errlen))
 			return -1;
-		rc = ru_take(c, plans, nplans, alone > 0 ? 1 : BATCH, err, errlen);
+		rc = ru_take(c, plans, nplans, sharded, alone > 0 ? 1 : BATCH, err, errlen);
 		if (rc == -2)
 			alone = BATCH; /* the failed batch's marks, one per transaction */
 		else if (rc > 0) {
