@@ -1900,6 +1900,81 @@ static void spent_trials_and_reached_caps_refuse_new_sandboxes(void **state)
 	http_free(&r);
 }
 
+/* Polls q until it gives want (the limits are checked after the batch's commit). */
+static void wait_num(struct fx *f, const char *q, long want)
+{
+	long v = -1;
+	for (int i = 0; i < 200 && (v = num(f, q)) != want; i++)
+		usleep(50000);
+	if (v != want)
+		fail_msg("%s: %ld, not %ld, after 10 s", q, v, want);
+}
+
+/* One batch of sandboxes of five accounts: each account's limits are checked as it
+ * stands, from one read for the batch (three trials spent, one not, one cap reached),
+ * each crossing announced once, and a later batch that changes nothing leaves the
+ * stored limits as they were. */
+static void a_batch_checks_the_limits_of_each_of_its_accounts(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	sql(f, "UPDATE accounts SET trial_grant_seconds = 0, monthly_spend_cap = 0.01 WHERE id = "
+	       "'acme'");
+	sql(f, "INSERT INTO accounts (id, name, plan, trial_grant_seconds) VALUES "
+	       "('t1', 'T1', 'trial', 20), ('t2', 'T2', 'trial', 20), ('t3', 'T3', 'trial', 20), "
+	       "('t4', 'T4', 'trial', 3600)");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) "
+	       "SELECT 'l-' || a, a, 1, 1, now() - interval '40 seconds' "
+	       "FROM unnest(ARRAY['t1', 't2', 't3', 't4']) a");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) "
+	       "SELECT 'l-' || a, 1, now() - interval '10 seconds', 'h', 1000000 "
+	       "FROM unnest(ARRAY['t1', 't2', 't3', 't4']) a "
+	       "UNION ALL SELECT 'sb-1', 1, now() - interval '1 second', 'h', 7200000000");
+	wait_rollups(f);
+	wait_num(f,
+	         "SELECT count(*) FROM account_limits WHERE trial_exhausted AND account_id IN "
+	         "('t1', 't2', 't3') AND NOT spend_cap_reached",
+	         3);
+	wait_num(f,
+	         "SELECT count(*) FROM account_limits WHERE account_id = 't4' AND NOT "
+	         "trial_exhausted AND NOT spend_cap_reached",
+	         1);
+	wait_num(f,
+	         "SELECT count(*) FROM account_limits WHERE account_id = 'acme' AND "
+	         "spend_cap_reached AND NOT trial_exhausted",
+	         1);
+	assert_int_equal(num(f, "SELECT count(*) FROM limit_notices WHERE limit_name = "
+	                        "'trial_spent' AND account_id IN ('t1', 't2', 't3')"),
+	                 3);
+	assert_int_equal(num(f, "SELECT count(*) FROM limit_notices WHERE account_id = 't4'"), 0);
+	assert_int_equal(num(f, "SELECT count(*) FROM limit_notices WHERE limit_name = "
+	                        "'spend_cap_reached' AND account_id = 'acme'"),
+	                 1);
+	sql(f, "CREATE TABLE limits_before AS SELECT * FROM account_limits");
+	/* A later batch of the same sandboxes, which changes none of their limits, with a
+	 * sandbox of a new trial account that it spends: its row says the batch's limits
+	 * were checked. */
+	sql(f, "INSERT INTO accounts (id, name, plan, trial_grant_seconds) VALUES "
+	       "('t5', 'T5', 'trial', 20)");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) VALUES "
+	       "('l-t5', 't5', 1, 1, now() - interval '40 seconds')");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) "
+	       "SELECT 'l-' || a, 1, now() - interval '5 seconds', 'h', 1000001 "
+	       "FROM unnest(ARRAY['t1', 't2', 't3', 't4', 't5']) a");
+	wait_rollups(f);
+	wait_num(f,
+	         "SELECT count(*) FROM account_limits WHERE account_id = 't5' AND trial_exhausted",
+	         1);
+	assert_int_equal(num(f, "SELECT count(*) FROM ((SELECT * FROM account_limits WHERE "
+	                        "account_id <> 't5' EXCEPT TABLE limits_before) UNION ALL (TABLE "
+	                        "limits_before EXCEPT SELECT * FROM account_limits)) d"),
+	                 0);
+	assert_int_equal(num(f, "SELECT count(*) FROM limit_notices WHERE account_id IN ('t1', "
+	                        "'t2', 't3', 't4', 't5', 'acme')"),
+	                 5);
+	sql(f, "DROP TABLE limits_before");
+}
+
 static void postgres_stopped_and_started_under_the_api(void **state)
 {
 	struct fx *f = *state;
@@ -3368,6 +3443,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(the_dashboard_in_headless_chromium, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(spent_trials_and_reached_caps_refuse_new_sandboxes,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(a_batch_checks_the_limits_of_each_of_its_accounts,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(
 	                dropping_old_raw_partitions_never_changes_an_invoice, setup, teardown),
