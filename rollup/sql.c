@@ -2,7 +2,7 @@
  * rollup/sql.c: what every statement of the rollup goes through.
  *
  * A batch's statements take one array per column, one element per sandbox
- * (or per hourly row), so a batch of 32 costs the round trips of one
+ * (or per hourly row), so a batch of 64 costs the round trips of one
  * sandbox: struct arr builds those arrays as PostgreSQL's text literals,
  * bounded by ARRAY_MAX. ru_query runs a statement and, when it fails, ends
  * the message in its SQLSTATE, from which ru_passing_failure tells a
