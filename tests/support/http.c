@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -179,9 +180,29 @@ bool api_start(struct api_proc *a, const char *bin, const char *url, const char 
 	return api_start_args(a, bin, url, extra);
 }
 
+/*
+ * At the test's exit, the logs of every meter-api it started that api_stop
+ * did not remove (a process killed by hand and started again in the same
+ * struct, a test that failed between the two): a run leaves nothing in /tmp.
+ */
+static void remove_logs(void)
+{
+	char pattern[64];
+	glob_t g;
+	snprintf(pattern, sizeof pattern, "/tmp/meter-api-%d-*.log", (int)getpid());
+	if (glob(pattern, 0, NULL, &g) != 0)
+		return;
+	for (size_t i = 0; i < g.gl_pathc; i++)
+		unlink(g.gl_pathv[i]);
+	globfree(&g);
+}
+
 bool api_start_args(struct api_proc *a, const char *bin, const char *url, const char *const *extra)
 {
 	static int attempt;
+	static bool registered;
+	if (!registered)
+		registered = atexit(remove_logs) == 0;
 	for (int tries = 0; tries < 20; tries++) {
 		a->port = 20000 + (getpid() * 7 + attempt++ * 131) % 30000;
 		snprintf(a->log, sizeof a->log, "/tmp/meter-api-%d-%d.log", (int)getpid(), a->port);
