@@ -228,7 +228,7 @@ bool account_state_load_keyed(struct req *r, PGconn *c, const char *id, struct a
 		reply_db_error(r, "could not read the account", NULL);
 		return false;
 	}
-	if (!req_key_checked(r, auth) || !req_may_see(r, id)) {
+	if (!req_key_checked(r, c, auth) || !req_may_see(r, id)) {
 		PQclear(state);
 		return false;
 	}

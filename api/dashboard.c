@@ -233,9 +233,11 @@ void h_login(struct req *r)
 		reply_db_error(r, "could not check the API key", res);
 	else if (PQntuples(res) != 1 || !col_int(res, 0, 2, &key_id))
 		reply_redirect(r, "/login?failed=1", NULL);
-	else
+	else {
+		req_key_note_use(c, res);
 		start_session(r, c, strcmp(PQgetvalue(res, 0, 0), "admin") == 0,
 		              PQgetvalue(res, 0, 1), key_id);
+	}
 	PQclear(res);
 }
 

@@ -403,7 +403,7 @@ static bool authenticate_session(struct req *r)
  * 0 when unknown or revoked, -1 when the database failed (*failed holds the
  * result, for the caller's answer).
  */
-static int key_found(struct req *r, PGresult *res, PGresult **failed)
+static int key_found(struct req *r, PGconn *c, PGresult *res, PGresult **failed)
 {
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		*failed = res;
@@ -413,15 +413,28 @@ static int key_found(struct req *r, PGresult *res, PGresult **failed)
 	if (found) {
 		r->admin = strcmp(PQgetvalue(res, 0, 0), "admin") == 0;
 		snprintf(r->account, sizeof r->account, "%s", PQgetvalue(res, 0, 1));
+		req_key_note_use(c, res);
 	}
 	PQclear(res);
 	return found;
 }
 
+void req_key_note_use(PGconn *c, const PGresult *res)
+{
+	if (PQntuples(res) != 1 || PQnfields(res) < 4 || strcmp(PQgetvalue(res, 0, 3), "t") != 0 ||
+	    PQtransactionStatus(c) != PQTRANS_IDLE)
+		return;
+	const char *params[] = {PQgetvalue(res, 0, 2)};
+	PGresult *u = q_exec(c, Q_KEY_USED, 1, params);
+	if (PQresultStatus(u) != PGRES_COMMAND_OK)
+		log_debug("could not note the use of key %s: %s", params[0], PQerrorMessage(c));
+	PQclear(u);
+}
+
 static int key_lookup(struct req *r, PGconn *c, const char *key, PGresult **failed)
 {
 	const char *params[] = {key};
-	return key_found(r, q_exec(c, Q_AUTH, 1, params), failed);
+	return key_found(r, c, q_exec(c, Q_AUTH, 1, params), failed);
 }
 
 /* 1 when the lookup found a live key; otherwise answers (401, or the database's error). */
@@ -441,10 +454,10 @@ const char *req_key(struct req *r)
 	return r->key;
 }
 
-bool req_key_checked(struct req *r, PGresult *res)
+bool req_key_checked(struct req *r, PGconn *c, PGresult *res)
 {
 	PGresult *failed = NULL;
-	int found = key_found(r, res, &failed);
+	int found = key_found(r, c, res, &failed);
 	return key_answer(r, found, failed);
 }
 

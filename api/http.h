@@ -115,7 +115,16 @@ bool req_is_admin(struct req *r);
  * answer comes first, as on every route).
  */
 const char *req_key(struct req *r);
-bool req_key_checked(struct req *r, PGresult *res);
+bool req_key_checked(struct req *r, PGconn *c, PGresult *res);
+
+/*
+ * Notes the use of the key a Q_AUTH result found (its row 0), when the result
+ * says it is due: Q_KEY_USED on c, outside any transaction (on a connection
+ * inside one, the note waits for a later request). A note that fails is
+ * logged at debug level and changes nothing else: last_used_at is a hint for
+ * an operator, never a reason to refuse a request.
+ */
+void req_key_note_use(PGconn *c, const PGresult *res);
 bool req_authenticate(struct req *r);
 
 /* True when the request may see account id; answers 404 (and returns false) when not. */

@@ -11,7 +11,8 @@
 #include <stddef.h>
 
 enum query {
-	Q_AUTH,         /* key -> role, account_id, id (a live key); notes its use */
+	Q_AUTH,         /* key -> role, account_id, id (a live key), its use due to be noted */
+	Q_KEY_USED,     /* key id -> notes its use (last_used_at), at most once a minute */
 	Q_PLANS,        /* every price plan */
 	Q_ACCOUNT,      /* id -> the account */
 	Q_ACCOUNT_LOCK, /* id -> the account, locked FOR UPDATE */

@@ -2873,6 +2873,34 @@ static void keys_are_listed_and_revoked_at_once(void **state)
 	                        "AND shown = left((SELECT shown FROM api_keys ORDER BY id DESC "
 	                        "LIMIT 1), 11) AND id = (SELECT max(id) FROM api_keys)"),
 	                 1);
+	/* Noted at most once a minute: a use within the minute leaves the note as it is
+	 * (on the quota check's pipelined read too), one after it notes again. */
+	char noted[64], again[64], body[128];
+	text(f, "SELECT last_used_at FROM api_keys WHERE id = (SELECT max(id) FROM api_keys)",
+	     noted, sizeof noted);
+	snprintf(body, sizeof body, "{\"account_id\": \"acme\", \"vcpus\": 1, \"memory_gib\": 1}");
+	r = call(f, "POST", "/v1/quota/check", key, body);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	text(f, "SELECT last_used_at FROM api_keys WHERE id = (SELECT max(id) FROM api_keys)",
+	     again, sizeof again);
+	assert_string_equal(again, noted);
+	sql(f, "UPDATE api_keys SET last_used_at = now() - interval '61 seconds' "
+	       "WHERE id = (SELECT max(id) FROM api_keys)");
+	r = call(f, "POST", "/v1/quota/check", key, body);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	assert_int_equal(num(f, "SELECT count(*) FROM api_keys WHERE id = (SELECT max(id) FROM "
+	                        "api_keys) AND last_used_at > now() - interval '30 seconds'"),
+	                 1);
+	sql(f, "UPDATE api_keys SET last_used_at = now() - interval '61 seconds' "
+	       "WHERE id = (SELECT max(id) FROM api_keys)");
+	r = call(f, "GET", "/v1/accounts/acme", key, NULL);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	assert_int_equal(num(f, "SELECT count(*) FROM api_keys WHERE id = (SELECT max(id) FROM "
+	                        "api_keys) AND last_used_at > now() - interval '30 seconds'"),
+	                 1);
 	char form[96], cookie[200];
 	snprintf(form, sizeof form, "key=%s", key);
 	r = form_post(f, "/login", form, NULL);
