@@ -2829,6 +2829,20 @@ static void cookie_of(const struct http_res *r, char *out, size_t len)
  * process (no cache outlives it), and the dashboard session it opened ends.
  * The CLI lists and revokes too. Bad requests are refused and change nothing.
  */
+/* The newest key's last use, set a minute and more back, is noted again by a request. */
+static void noted_after_a_minute(struct fx *f, const char *key, const char *method,
+                                 const char *path, const char *body)
+{
+	sql(f, "UPDATE api_keys SET last_used_at = now() - interval '61 seconds' "
+	       "WHERE id = (SELECT max(id) FROM api_keys)");
+	struct http_res r = call(f, method, path, key, body);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	assert_int_equal(num(f, "SELECT count(*) FROM api_keys WHERE id = (SELECT max(id) FROM "
+	                        "api_keys) AND last_used_at > now() - interval '30 seconds'"),
+	                 1);
+}
+
 static void keys_are_listed_and_revoked_at_once(void **state)
 {
 	struct fx *f = *state;
@@ -2885,22 +2899,8 @@ static void keys_are_listed_and_revoked_at_once(void **state)
 	text(f, "SELECT last_used_at FROM api_keys WHERE id = (SELECT max(id) FROM api_keys)",
 	     again, sizeof again);
 	assert_string_equal(again, noted);
-	sql(f, "UPDATE api_keys SET last_used_at = now() - interval '61 seconds' "
-	       "WHERE id = (SELECT max(id) FROM api_keys)");
-	r = call(f, "POST", "/v1/quota/check", key, body);
-	assert_int_equal(r.status, 200);
-	http_free(&r);
-	assert_int_equal(num(f, "SELECT count(*) FROM api_keys WHERE id = (SELECT max(id) FROM "
-	                        "api_keys) AND last_used_at > now() - interval '30 seconds'"),
-	                 1);
-	sql(f, "UPDATE api_keys SET last_used_at = now() - interval '61 seconds' "
-	       "WHERE id = (SELECT max(id) FROM api_keys)");
-	r = call(f, "GET", "/v1/accounts/acme", key, NULL);
-	assert_int_equal(r.status, 200);
-	http_free(&r);
-	assert_int_equal(num(f, "SELECT count(*) FROM api_keys WHERE id = (SELECT max(id) FROM "
-	                        "api_keys) AND last_used_at > now() - interval '30 seconds'"),
-	                 1);
+	noted_after_a_minute(f, key, "POST", "/v1/quota/check", body);
+	noted_after_a_minute(f, key, "GET", "/v1/accounts/acme", NULL);
 	char form[96], cookie[200];
 	snprintf(form, sizeof form, "key=%s", key);
 	r = form_post(f, "/login", form, NULL);
