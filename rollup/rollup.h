@@ -2,7 +2,7 @@
  * rollup/rollup.h: the rollup worker, turning samples into hourly usage.
  *
  * Each meter-api process runs one worker thread with a connection of its
- * own. It takes up to 32 marked sandboxes at a time from rollup_queue (FOR
+ * own. It takes up to 64 marked sandboxes at a time from rollup_queue (FOR
  * UPDATE SKIP LOCKED, so several processes share the work without overlap),
  * re-rates with the meter/ library every interval of each that ends after
  * the hour holding its mark's from_ts, replaces those sandboxes' usage_hourly
