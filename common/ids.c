@@ -12,7 +12,10 @@ static void compile(void)
 {
 	int code;
 	PCRE2_SIZE off;
-	id_re = pcre2_compile((PCRE2_SPTR)ID_PATTERN, PCRE2_ZERO_TERMINATED, 0, &code, &off, NULL);
+	/* DOLLAR_ENDONLY: $ is the end of the string, as in PostgreSQL, not also the
+	 * place before a final newline ("a\n" is no id) */
+	id_re = pcre2_compile((PCRE2_SPTR)ID_PATTERN, PCRE2_ZERO_TERMINATED, PCRE2_DOLLAR_ENDONLY,
+	                      &code, &off, NULL);
 	if (id_re)
 		(void)pcre2_jit_compile(id_re, PCRE2_JIT_COMPLETE);
 }
