@@ -15,7 +15,7 @@
 -- Citus 13.2.2 prunes a read that compares the key with text (every $1 and
 -- literal meter sends) to no shard: WHERE id = 'sb-1' finds nothing, its plan
 -- a filter "false". The form meter_id checks stays, as a CHECK, where ids
--- come in (accounts, sandboxes, samples).
+-- come in (accounts, sandboxes, samples), written as migration 0038 writes it.
 DO $$
 DECLARE
 	t record;
@@ -36,9 +36,9 @@ BEGIN
 	LOOP
 		EXECUTE format('ALTER TABLE %I ALTER COLUMN %I TYPE text', t.tab, t.col);
 		IF t.tab IN ('accounts', 'sandboxes', 'samples') THEN
-			EXECUTE format('ALTER TABLE %I ADD CONSTRAINT %I CHECK (%I ~ %L)', t.tab,
-			               t.tab || '_' || t.col || '_form', t.col,
-			               '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$');
+			EXECUTE format('ALTER TABLE %I ADD CONSTRAINT %I CHECK (%I ~ %L AND '
+			               'length(%I) <= 128)', t.tab, t.tab || '_' || t.col || '_form',
+			               t.col, '^[A-Za-z0-9][A-Za-z0-9._:-]*$', t.col);
 		END IF;
 	END LOOP;
 END

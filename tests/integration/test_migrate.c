@@ -14,6 +14,7 @@
 
 #include "collector/batch.h"
 #include "collector/writer.h"
+#include "common/ids.h"
 #include "migrations/migrate.h"
 #include "tests/support/run.h"
 #include "tests/support/testdb.h"
@@ -1063,9 +1064,140 @@ static void the_time_functions_keep_their_values_and_are_inlined(void **state)
 	PQclear(r);
 }
 
+/* s with what is not printable ASCII written as \xNN, for a failure's message. */
+static const char *shown(const char *s, char *buf, size_t len)
+{
+	size_t n = 0;
+	for (; *s && n + 5 < len; s++)
+		n += (size_t)snprintf(buf + n, len - n, *s >= 0x20 && *s < 0x7f ? "%c" : "\\x%02x",
+		                      (unsigned char)*s);
+	buf[n] = '\0';
+	return buf;
+}
+
+/* Whether the database's check (sql, $1 the id) accepts s as common/ids.c does. */
+static void accepted_as_ids_accepts(struct testdb *t, const char *sql, const char *s)
+{
+	const char *params[] = {s};
+	PGresult *r = PQexecParams(t->conn, sql, 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		fail_msg("%s: %s", sql, PQerrorMessage(t->conn));
+	bool db = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+	PQclear(r);
+	char b[1024];
+	if (db != id_valid(s))
+		fail_msg("%s with \"%s\" (%zu bytes): the database %s it, common/ids.c %s it", sql,
+		         shown(s, b, sizeof b), strlen(s), db ? "accepts" : "refuses",
+		         id_valid(s) ? "accepts" : "refuses");
+}
+
+/*
+ * Migration 0038 (the id's form without a bounded repetition) on a database
+ * filled under 0037: every row stays, the old form is gone from the domain
+ * (and on Citus from the distribution columns' CHECKs), and the database
+ * accepts exactly the ids common/ids.c (PCRE2, the API's and the collector's
+ * check) accepts: every single character, every character after and before a
+ * valid one, the lengths around 128, and 20,000 random strings. The
+ * accounts table's own check (on Citus, the CHECK on its distribution
+ * column) is held to the same on the edges.
+ */
+static void the_id_form_is_rebuilt_on_a_filled_database_as_common_ids_checks_it(void **state)
+{
+	struct fixture *f = *state;
+	struct testdb *t = &f->t;
+	char v[512];
+	migrate_before(f, "0038");
+	assert_true(testdb_exec(t,
+	                        "INSERT INTO accounts (id, name, plan) "
+	                        "SELECT 'a-' || g, 'A' || g, 'paid' FROM generate_series(0, 2) g"));
+	assert_true(testdb_exec(t, "INSERT INTO samples (sandbox_id, incarnation, ts, account_id, "
+	                           "  host, cpu_usage_us) "
+	                           "SELECT 'sb-' || g % 50, 7, '2026-10-01'::timestamptz + "
+	                           "  (g / 50) * interval '1 minute', 'a-' || g % 3, 'h', g "
+	                           "FROM generate_series(0, 99999) g"));
+	static const char digest[] =
+	        "SELECT (SELECT count(*) || ' ' || md5(string_agg(x::text, ',' ORDER BY "
+	        "  x.sandbox_id, x.ts)) FROM (SELECT sandbox_id, incarnation, ts, account_id, "
+	        "  host, cpu_usage_us FROM samples) x) || ' ' || "
+	        "(SELECT string_agg(id, ',' ORDER BY id) FROM accounts)";
+	char before[256], after[256];
+	testdb_value(t, digest, before, sizeof before);
+	assert_non_null(strstr(before, "100000 "));
+
+	migrate(t, NULL);
+	if (res.status != 0)
+		fail_msg("meter migrate failed: %s", res.err);
+	assert_non_null(strstr(res.out, "applied 0038_id_form_unbounded.sql"));
+	testdb_value(t, digest, after, sizeof after);
+	assert_string_equal(after, before);
+	/* the domain's, and on Citus the three tables' (each partition of samples has
+	 * its own copy): how many, and how many in the old form */
+	testdb_value(
+	        t,
+	        "SELECT count(*) FILTER (WHERE contypid <> 0 OR conrelid IN ('accounts'::regclass, "
+	        "  'sandboxes'::regclass, 'samples'::regclass)) || ' ' || "
+	        "  count(*) FILTER (WHERE pg_get_constraintdef(oid) LIKE '%{0,127}%') "
+	        "FROM pg_constraint WHERE contypid = 'meter_id'::regtype "
+	        "  OR conname LIKE '%\\_form'",
+	        v, sizeof v);
+	if (strcmp(v, getenv("METER_TEST_CITUS_WORKERS") ? "4 0" : "1 0") != 0)
+		fail_msg("the id's form: %s", v);
+
+	assert_true(testdb_exec(t, "CREATE FUNCTION pg_temp.is_id(x text) RETURNS boolean "
+	                           "LANGUAGE plpgsql AS $$ BEGIN PERFORM x::meter_id; RETURN true; "
+	                           "EXCEPTION WHEN check_violation THEN RETURN false; END $$"));
+	assert_true(testdb_exec(t,
+	                        "CREATE FUNCTION pg_temp.is_account(x text) RETURNS boolean "
+	                        "LANGUAGE plpgsql AS $$ BEGIN "
+	                        "  INSERT INTO accounts (id, name, plan) VALUES (x, 'x', 'paid'); "
+	                        "  RAISE SQLSTATE 'MTR01'; "
+	                        "EXCEPTION WHEN SQLSTATE 'MTR01' THEN RETURN true; "
+	                        "  WHEN check_violation THEN RETURN false; END $$"));
+	static const char is_id[] = "SELECT pg_temp.is_id($1)";
+	static const char is_account[] = "SELECT pg_temp.is_account($1)";
+	/* some characters beyond ASCII, as UTF-8 (the database's encoding) */
+	static const char *const wide[] = {"\xc3\xa9", "\xc2\xa0", "\xe6\x97\xa5",
+	                                   "\xf0\x9f\x98\x80"};
+	char s[160];
+	for (int c = 1; c < 0x80 + 4; c++) {
+		char one[8];
+		if (c < 0x80)
+			snprintf(one, sizeof one, "%c", c);
+		else
+			snprintf(one, sizeof one, "%s", wide[c - 0x80]);
+		for (size_t k = 0; k < 4; k++) {
+			/* the character alone, after a valid one, before, and between two */
+			snprintf(s, sizeof s, "%s%s%s", k % 2 ? "a" : "", one, k >= 2 ? "b" : "");
+			accepted_as_ids_accepts(t, is_id, s);
+			if (strchr("a. \n/", c) || c >= 0x80)
+				accepted_as_ids_accepts(t, is_account, s);
+		}
+	}
+	static const char tail[] = "a.b_c:d-E9";
+	for (size_t n = 0; n <= 140; n++) {
+		for (size_t i = 0; i < n; i++)
+			s[i] = tail[i % (sizeof tail - 1)];
+		s[n] = '\0';
+		accepted_as_ids_accepts(t, is_id, s);
+		if (n <= 1 || (n >= 127 && n <= 130))
+			accepted_as_ids_accepts(t, is_account, s);
+	}
+	/* mostly the id's characters, now and then one that is not */
+	static const char alphabet[] = "AZaz09._:-xQ7 /\n#";
+	srand(20261206);
+	for (int i = 0; i < 20000; i++) {
+		size_t n = 1 + (size_t)rand() % 140;
+		for (size_t k = 0; k < n; k++)
+			s[k] = rand() % 50 ? alphabet[rand() % 14]
+			                   : alphabet[rand() % (sizeof alphabet - 1)];
+		s[n] = '\0';
+		accepted_as_ids_accepts(t, is_id, s);
+	}
+}
+
 int main(void)
 {
-	/* ctest citus_migrate_filled runs the two on a filled database, on a Citus cluster */
+	/* ctest citus_migrate_filled runs the three on a filled database, on a Citus cluster */
 	if (getenv("METER_TEST_ONLY"))
 		cmocka_set_test_filter(getenv("METER_TEST_ONLY"));
 	const struct CMUnitTest tests[] = {
@@ -1094,6 +1226,9 @@ int main(void)
 	                teardown),
 	        cmocka_unit_test_setup_teardown(the_month_keys_are_rebuilt_on_a_filled_database,
 	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                the_id_form_is_rebuilt_on_a_filled_database_as_common_ids_checks_it, setup,
+	                teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
