@@ -1,6 +1,8 @@
 /*
  * common/ids.h: the one pattern account and sandbox ids must match, checked
- * with PCRE2. The database's meter_id domain holds the same rule.
+ * with PCRE2 ($ is the string's end only). The database's meter_id domain
+ * holds the same rule written without the bounded repetition (migration
+ * 0038); test_migrate holds the two to each other.
  */
 #ifndef COMMON_IDS_H
 #define COMMON_IDS_H
