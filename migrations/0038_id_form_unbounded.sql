@@ -1,6 +1,6 @@
 -- 0038_id_form_unbounded: the form of an id (the meter_id domain, and on
--- Citus the distribution columns' CHECKs) is checked as a length and a
--- repetition without a bound and a length:
+-- Citus the distribution columns' CHECKs) is checked as a repetition without
+-- a bound and a length:
 --   VALUE ~ '^[A-Za-z0-9][A-Za-z0-9._:-]*$' AND length(VALUE) <= 128
 -- instead of VALUE ~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$'. (Two terms, no
 -- BETWEEN: Citus makes each shard's constraints from their text, and a
