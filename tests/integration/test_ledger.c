@@ -6,6 +6,7 @@
  * interval by interval (rule 8). Samples go in as collectors write them (rows
  * of samples); figures come out of the API and the CLI, worked by hand.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -457,6 +458,124 @@ static void spool_records_of_an_older_collector_are_written_too(void **state)
 	assert_int_equal(num(f, "SELECT count(*) FROM incarnation_ends WHERE sandbox_id = 'sb-old' "
 	                        "AND incarnation = 5 AND ended_at = '2026-10-05T10:00:20Z'"),
 	                 1);
+}
+
+/*
+ * The same batch from two connections at once (a collector's spool sending a
+ * batch whose first send is still open, two collectors shown one cgroup): the
+ * second write waits on the first's rows. When the first commits, the second
+ * stores none of them and succeeds; when it rolls back, the second stores
+ * them all. A batch that overlaps one stored before stores only its new
+ * samples. The writer's insert is a plain INSERT that falls back to ON
+ * CONFLICT DO NOTHING on a duplicate (migration 0039): every path of it.
+ */
+struct racing_write {
+	PGconn *conn;
+	const char *data;
+	long inserted;
+	bool ok;
+	char err[512];
+};
+
+static void *racing_write_run(void *arg)
+{
+	struct racing_write *w = arg;
+	w->ok = writer_write(w->conn, "", w->data, strlen(w->data), &w->inserted, w->err,
+	                     sizeof w->err);
+	return NULL;
+}
+
+/* COPY text of samples i..j (a minute apart, 1000 µs of CPU each) of sandbox id of account race. */
+static void race_rows(char *out, size_t len, const char *id, int i, int j)
+{
+	size_t at = 0;
+	for (int k = i; k <= j; k++)
+		at += (size_t)snprintf(
+		        out + at, len - at,
+		        "%s\t1\t2026-10-05T10:%02d:00.000000Z\trace\th\t%d\t\\N\t\\N\t"
+		        "\\N\t1073741824\t1000\t\\N\n",
+		        id, k, 1000 * k);
+}
+
+/* Writes rows on a connection of its own while f's open transaction on held has them too. */
+static void race(struct fx *f, PGconn *held, const char *rows, const char *end, long want)
+{
+	struct racing_write w = {.conn = PQconnectdb(f->db.url), .data = rows};
+	assert_int_equal(PQstatus(w.conn), CONNECTION_OK);
+	PGresult *r = PQexec(held, "BEGIN");
+	assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	/* the rows as the writer hands them over, in held's transaction */
+	r = PQexec(held,
+	           "CREATE TEMP TABLE held_rows (LIKE samples INCLUDING DEFAULTS) ON COMMIT DROP");
+	assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	r = PQexec(held, "COPY held_rows (" BATCH_COLUMNS ") FROM STDIN");
+	assert_int_equal(PQresultStatus(r), PGRES_COPY_IN);
+	PQclear(r);
+	assert_int_equal(PQputCopyData(held, rows, (int)strlen(rows)), 1);
+	assert_int_equal(PQputCopyEnd(held, NULL), 1);
+	while ((r = PQgetResult(held)) != NULL) {
+		assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+		PQclear(r);
+	}
+	r = PQexec(held, "SELECT meter_samples_ingest(array_agg(ROW(" BATCH_COLUMNS
+	                 ")::meter_sample_row)) FROM held_rows");
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	PQclear(r);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, racing_write_run, &w), 0);
+	char q[160];
+	snprintf(q, sizeof q,
+	         "SELECT count(*) FROM pg_stat_activity WHERE pid = %d AND wait_event_type = "
+	         "'Lock'",
+	         PQbackendPID(w.conn));
+	int i = 0;
+	while (i++ < 400 && num(f, q) == 0)
+		usleep(10000);
+	r = PQexec(held, end);
+	assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	pthread_join(t, NULL);
+	PQfinish(w.conn);
+	assert_true(i <= 400); /* the second write did wait on the first's rows */
+	if (!w.ok)
+		fail_msg("the second write failed: %s", w.err);
+	assert_int_equal(w.inserted, want);
+}
+
+static void the_same_batch_written_at_once_is_stored_once(void **state)
+{
+	struct fx *f = *state;
+	sql(f, "INSERT INTO accounts (id, name, plan) VALUES ('race', 'Race', 'paid')");
+	PGconn *held = PQconnectdb(f->db.url);
+	assert_int_equal(PQstatus(held), CONNECTION_OK);
+	char rows[2048];
+	race_rows(rows, sizeof rows, "sb-race", 1, 3);
+	race(f, held, rows, "COMMIT", 0);
+	assert_int_equal(num(f, "SELECT count(*) FROM samples WHERE sandbox_id = 'sb-race'"), 3);
+	race_rows(rows, sizeof rows, "sb-race-2", 1, 3);
+	race(f, held, rows, "ROLLBACK", 3);
+	assert_int_equal(num(f, "SELECT count(*) FROM samples WHERE sandbox_id = 'sb-race-2'"), 3);
+	PQfinish(held);
+
+	/* overlapping a batch stored before: samples 2 and 3 are, 4 and 5 are new */
+	long n = 0;
+	char err[512];
+	race_rows(rows, sizeof rows, "sb-race", 2, 5);
+	if (!writer_write(f->db.conn, "", rows, strlen(rows), &n, err, sizeof err))
+		fail_msg("%s", err);
+	assert_int_equal(n, 2);
+	/* 5 samples, 15,000 µs: each once */
+	assert_int_equal(num(f, "SELECT count(*) FROM samples WHERE sandbox_id = 'sb-race'"), 5);
+	assert_int_equal(num(f, "SELECT sum(cpu_usage_us) FROM samples WHERE sandbox_id = "
+	                        "'sb-race'"),
+	                 15000);
+	/* each sandbox marked for the rollup, and rated once its marks are taken */
+	wait_rollups(f);
+	assert_int_equal(num(f, "SELECT count(*) FROM sandboxes WHERE id IN ('sb-race', "
+	                        "'sb-race-2')"),
+	                 2);
 }
 
 /* ---- rule 9: the end the collector sees, the platform's stop ---- */
@@ -985,6 +1104,8 @@ int main(void)
 	                teardown),
 	        cmocka_unit_test_setup_teardown(
 	                intervals_before_any_price_plan_are_counted_not_billed, setup, teardown),
+	        cmocka_unit_test_setup_teardown(the_same_batch_written_at_once_is_stored_once,
+	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(spool_records_of_an_older_collector_are_written_too,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(
