@@ -1056,6 +1056,13 @@ static int64_t sql_num(struct fx *f, const char *sql)
 	return v;
 }
 
+/* The CPU sb-l's samples counted after its platform stop, µs. */
+#define AFTER_THE_STOP                                                                             \
+	"SELECT max(s.cpu_usage_us) - (SELECT max(cpu_usage_us) FROM samples x "                   \
+	"WHERE x.sandbox_id = 'sb-l' AND x.ts <= b.platform_stopped_at) "                          \
+	"FROM samples s JOIN sandboxes b ON b.id = s.sandbox_id WHERE b.id = 'sb-l' "              \
+	"GROUP BY b.id, b.platform_stopped_at"
+
 /*
  * Rule 3 on real cgroups: the platform stops a sandbox while it still burns
  * CPU; its process exits after, and its cgroup lingers empty for seconds,
@@ -1063,13 +1070,6 @@ static int64_t sql_num(struct fx *f, const char *sql)
  * billed up to the platform's stop to the microsecond; every microsecond of
  * CPU the kernel counted is billed, the part after the stop as measured.
  */
-/* The CPU sb-l's samples counted after its platform stop, µs. */
-#define AFTER_THE_STOP                                                                             \
-	"SELECT max(s.cpu_usage_us) - (SELECT max(cpu_usage_us) FROM samples x WHERE "             \
-	"x.sandbox_id = 'sb-l' AND x.ts <= b.platform_stopped_at) FROM samples s JOIN sandboxes "  \
-	"b "                                                                                       \
-	"ON b.id = s.sandbox_id WHERE b.id = 'sb-l' GROUP BY b.id, b.platform_stopped_at"
-
 static void a_cgroup_lingering_after_the_stop_is_billed_to_the_stop(void **state)
 {
 	struct fx *f = *state;

@@ -571,7 +571,7 @@ static void the_same_batch_written_at_once_is_stored_once(void **state)
 	assert_int_equal(num(f, "SELECT sum(cpu_usage_us) FROM samples WHERE sandbox_id = "
 	                        "'sb-race'"),
 	                 15000);
-	/* each sandbox marked for the rollup, and rated once its marks are taken */
+	/* both sandboxes registered from their samples, and their marks rated */
 	wait_rollups(f);
 	assert_int_equal(num(f, "SELECT count(*) FROM sandboxes WHERE id IN ('sb-race', "
 	                        "'sb-race-2')"),
