@@ -24,7 +24,7 @@
 # pgbench measurement); --quick takes a few minutes (3,000 sandboxes, 2 s per
 # measurement, 300 fake cgroups) and its figures are only a smoke test; --full
 # runs the whole fleet month (2,000 accounts, 300,000 sandboxes, 10.8 million
-# samples; about half an hour). Exit status: 0 when every benchmark ran, 1 when one failed to run (or
+# samples; about 15 minutes). Exit status: 0 when every benchmark ran, 1 when one failed to run (or
 # bench_fleet found a Seq Scan of samples), 2 for a wrong command line. A goal
 # that is missed is a "no" in the table, not a failure.
 set -euo pipefail
