@@ -6,14 +6,14 @@
 #include <time.h>
 
 #include "api/plancache.h"
-#include "common/month.h"
+#include "common/ledger.h"
 #include "api/queries.h"
 #include "common/plans.h"
 #include "meter/checked.h"
 #include "meter/decimal.h"
 #include "meter/rating.h"
 #include "meter/timefmt.h"
-#include "meter/trial.h"
+#include "meter/quota.h"
 
 bool col_int(const PGresult *res, int row, int col, int64_t *out)
 {
@@ -72,7 +72,9 @@ static int64_t now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* The state from Q_STATE's answer res (taken: cleared here), s->month_start_us set. */
+/* The state from Q_STATE's answer res (taken: cleared here), s->month_start_us set. The
+ * month to date is the ledger's (common/ledger.h): as it keeps it for this month, or,
+ * when it keeps none yet (a month just begun, an account never rated), computed. */
 static bool state_from(struct req *r, PGconn *c, const char *id, PGresult *res,
                        struct account_state *s)
 {
@@ -88,84 +90,31 @@ static bool state_from(struct req *r, PGconn *c, const char *id, PGresult *res,
 		reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found", id);
 		goto out;
 	}
-	int64_t before = 0, crossing = METER_TIME_NONE;
+	bool kept = !PQgetisnull(res, 0, 9);
 	if (!account_from_row(res, 0, &s->a) || !col_int(res, 0, 7, &s->running) ||
-	    !col_int(res, 0, 8, &before) ||
-	    (!PQgetisnull(res, 0, 10) && !col_int(res, 0, 10, &crossing))) {
+	    !col_int(res, 0, 8, &s->trial_used_us) ||
+	    (kept && meter_money_parse(PQgetvalue(res, 0, 9), true, &s->month_cost) != METER_OK)) {
 		reply_problemf(r, 500, "internal", "Internal error", "account row is malformed");
 		goto out;
 	}
-	if (!plancache_get(c, &plans, &nplans, err, sizeof err)) {
-		reply_db_error(r, "could not read price plans", NULL);
-		goto out;
-	}
-	struct plan_sum month_pp[MONTH_PLANS_MAX], cov[MONTH_PLANS_MAX];
-	size_t nmonth = 0, ncov = 0;
-	meter_i128 month_wall = 0;
-	/* The month's sums came along as "plan a b c d e f;plan ..." (at most MONTH_PLANS_MAX
-	 * plans of 7 numbers of at most 40 digits) */
-	char rows[MONTH_PLANS_MAX * 7 * METER_QTY_BUF];
-	if (strlen(PQgetvalue(res, 0, 9)) >= sizeof rows) {
-		reply_problemf(r, 500, "internal", "Internal error",
-		               "usage of the month has too many price plans");
-		goto out;
-	}
-	snprintf(rows, sizeof rows, "%s", PQgetvalue(res, 0, 9));
-	for (char *save = NULL, *row = strtok_r(rows, ";", &save); row;
-	     row = strtok_r(NULL, ";", &save)) {
-		meter_i128 v[7] = {0};
-		int k = 0;
-		for (char *s2 = NULL, *w = strtok_r(row, " ", &s2); w && k < 7;
-		     w = strtok_r(NULL, " ", &s2))
-			if (meter_qty_parse(w, false, &v[k++]) != METER_OK)
-				k = 99;
-		struct meter_usage u = {.cpu_measured_us = v[1],
-		                        .cpu_billed_us = v[2],
-		                        .busy_us = v[3],
-		                        .idle_us = v[4],
-		                        .wall_us = v[5],
-		                        .mem_mgib_us = v[6]};
-		if (k != 7 || v[0] > INT64_MAX || !ck_add_q(month_wall, u.wall_us, &month_wall) ||
-		    !plan_sum_add(month_pp, &nmonth, MONTH_PLANS_MAX, (int64_t)v[0], &u)) {
-			reply_problemf(r, 500, "internal", "Internal error",
-			               "usage of the month cannot be summed");
-			goto out;
-		}
-	}
-	/* before is capped at the grant (Q_STATE); so is what the trial has used. */
-	int64_t left = s->a.grant_us > before ? s->a.grant_us - before : 0;
-	s->trial_used_us = month_wall >= left ? s->a.grant_us : before + (int64_t)month_wall;
 	s->trial_left_us = s->a.grant_us - s->trial_used_us;
-	if (left >= month_wall) {
-		/* the grant covers all of the month: nothing to pay */
-		for (size_t i = 0; i < nmonth; i++)
-			cov[ncov++] = month_pp[i];
-	} else if (left > 0 &&
-	           !month_trial_covered(c, s->a.id, s->month_start_us, 0, s->a.grant_us, crossing,
-	                                month_pp, nmonth, cov, &ncov, err, sizeof err)) {
-		reply_db_error(r, err, NULL);
+	if (kept) {
+		ok = true;
 		goto out;
 	}
-	for (size_t i = 0; i < nmonth; i++) {
-		const struct meter_plan *plan = NULL;
-		struct meter_usage due = month_pp[i].u;
-		for (size_t k = 0; k < ncov; k++)
-			if (cov[k].plan_id == month_pp[i].plan_id &&
-			    meter_usage_sub(&due, &cov[k].u) != METER_OK)
-				goto bad;
-		for (size_t k = 0; k < nplans; k++)
-			if (plans[k].id == month_pp[i].plan_id)
-				plan = &plans[k];
-		struct meter_cost cost;
-		if (plan == NULL || meter_usage_cost(&due, plan, &cost) != METER_OK ||
-		    meter_money_add(s->month_cost, cost.total, &s->month_cost) != METER_OK)
-			goto bad;
+	struct ledger *l = malloc(sizeof *l);
+	if (l == NULL) {
+		reply_problemf(r, 500, "internal", "Internal error", "out of memory");
+		goto out;
 	}
-	ok = true;
-	goto out;
-bad:
-	reply_problemf(r, 500, "internal", "Internal error",
-	               "the cost of the month cannot be computed");
+	if (!plancache_get(c, &plans, &nplans, err, sizeof err))
+		reply_db_error(r, "could not read price plans", NULL);
+	else if (!ledger_month(c, id, s->month_start_us, 0, plans, nplans, l, err, sizeof err))
+		reply_db_error(r, err, NULL);
+	else
+		ok = true;
+	s->month_cost = l->inv.total;
+	free(l);
 out:
 	free(plans);
 	PQclear(res);
@@ -238,27 +187,37 @@ bool account_state_load_keyed(struct req *r, PGconn *c, const char *id, struct a
 void quota_decide(const struct account_state *s, struct quota_answer *q)
 {
 	char a[METER_MONEY_BUF], b[METER_MONEY_BUF];
-	q->allowed = false;
+	struct meter_quota_state qs = {.trial_plan = strcmp(s->a.plan, "trial") == 0,
+	                               .grant_us = s->a.grant_us,
+	                               .trial_used_us = s->trial_used_us,
+	                               .has_cap = s->a.has_cap,
+	                               .cap = s->a.cap,
+	                               .month_to_date = s->month_cost,
+	                               .running = s->running,
+	                               .max_concurrent = s->a.max_concurrent};
+	enum meter_quota_reason why = meter_quota_decide(&qs);
+	q->allowed = why == METER_QUOTA_OK;
+	q->reason = meter_quota_reason_name(why);
 	q->detail[0] = '\0';
-	if (strcmp(s->a.plan, "trial") == 0 && s->trial_left_us <= 0) {
-		q->reason = "trial_exhausted";
+	switch (why) {
+	case METER_QUOTA_TRIAL_EXHAUSTED:
 		snprintf(q->detail, sizeof q->detail,
 		         "the free trial of account \"%s\" is used up; add a card to go on",
 		         s->a.id);
-	} else if (s->a.has_cap && s->month_cost >= s->a.cap) {
-		q->reason = "spend_cap_reached";
-		meter_money_format_cents(s->month_cost, a, sizeof a);
-		meter_money_format_cents(s->a.cap, b, sizeof b);
+		break;
+	case METER_QUOTA_SPEND_CAP_REACHED:
+		meter_money_format_exact(s->month_cost, a, sizeof a);
+		meter_money_format_exact(s->a.cap, b, sizeof b);
 		snprintf(q->detail, sizeof q->detail,
 		         "account \"%s\" has spent $%s this month, its cap is $%s", s->a.id, a, b);
-	} else if (s->running >= s->a.max_concurrent) {
-		q->reason = "concurrency_limit";
+		break;
+	case METER_QUOTA_CONCURRENCY_LIMIT:
 		snprintf(q->detail, sizeof q->detail,
 		         "account \"%s\" runs %lld sandboxes, its limit is %lld", s->a.id,
 		         (long long)s->running, (long long)s->a.max_concurrent);
-	} else {
-		q->allowed = true;
-		q->reason = "ok";
+		break;
+	case METER_QUOTA_OK:
+		break;
 	}
 }
 

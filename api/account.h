@@ -2,10 +2,10 @@
  * api/account.h: an account's limits and where it stands against them.
  *
  * The state is read from committed rows: the account, its running
- * sandboxes, and its usage per month and plan (account_month, kept by the
- * rollup worker). The trial grant covers the account's intervals in the
- * order of their ends (rule 8, common/month.h); month-to-date cost is what
- * the grant does not cover, at each plan's prices.
+ * sandboxes, the trial's wall time used (account_month, kept by the rollup
+ * worker) and the month to date, the month's money as common/ledger.h
+ * computes it and keeps it for the quota check (account_ledger). The
+ * decision is meter/quota.h's.
  */
 #ifndef API_ACCOUNT_H
 #define API_ACCOUNT_H
@@ -34,7 +34,7 @@ struct account_state {
 	int64_t trial_used_us;
 	int64_t trial_left_us;
 	int64_t month_start_us;
-	meter_money month_cost; /* month to date, after the trial */
+	meter_money month_cost; /* month to date: the month's invoice total so far */
 };
 
 struct quota_answer {
@@ -83,12 +83,15 @@ struct forecast {
 };
 
 /*
- * Month to date (the month's invoice lines) and the projection: the run rate
- * of the 7 full days before at over the time left in the month, with bounds
- * from the quietest and busiest day. On failure it has answered.
+ * Month to date (the month's money, common/ledger.h) and the projection: the
+ * run rate of the 7 full days before at over the time left in the month,
+ * with bounds from the quietest and busiest day. asked: at was asked for (a
+ * month to date as it stood then) rather than now. On failure it has
+ * answered.
  */
 bool forecast_compute(struct req *r, PGconn *c, const char *id, int64_t month, int64_t at,
-                      const struct meter_plan *plans, size_t nplans, struct forecast *out);
+                      bool asked, const struct meter_plan *plans, size_t nplans,
+                      struct forecast *out);
 
 /* The oldest pending mark of the account's sandboxes, or now (RFC 3339); on failure it has
  * answered. */

@@ -693,7 +693,7 @@ void h_dashboard(struct req *r)
 	struct forecast fc = {0};
 	if (c == NULL || !account_state_load(r, c, id, false, &st) ||
 	    !data_as_of(r, c, id, asof, sizeof asof) || !load_plans(r, c, &plans, &nplans) ||
-	    (current && !forecast_compute(r, c, id, month, now, plans, nplans, &fc)))
+	    (current && !forecast_compute(r, c, id, month, now, false, plans, nplans, &fc)))
 		goto out;
 	/* Month to date: the total of this month's invoice draft, exactly. */
 	if (!invoice_get(c, id, month, now, server_invoice_grace(r->srv), plans, nplans, &doc, err,

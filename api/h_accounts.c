@@ -205,6 +205,9 @@ void h_account_patch(struct req *r)
 	const char *params[] = {r->param[0], v[0].set || clear_cap ? "t" : "f",
 	                        v[0].set ? cap : NULL, v[1].set ? maxc : NULL,
 	                        v[2].set ? v[2].text : NULL};
+	/* The change and what it makes of the account's limits, in one transaction. */
+	if (!begin(r, c))
+		return;
 	PGresult *res = PQexecParams(
 	        c,
 	        "UPDATE accounts SET monthly_spend_cap = CASE WHEN $2 THEN $3::numeric "
@@ -221,9 +224,10 @@ void h_account_patch(struct req *r)
 		               r->param[0]);
 	else if (!account_from_row(res, 0, &a))
 		reply_problemf(r, 500, "internal", "Internal error", "account row is malformed");
-	else if (announce_new_limits(r, c, &a))
+	else if (announce_new_limits(r, c, &a) && commit(r, c))
 		reply_json(r, 200, account_json(&a));
 	PQclear(res);
+	rollback(c);
 }
 
 /* ---- sandboxes ---- */

@@ -13,7 +13,7 @@
 #include "common/export.h"
 #include "common/log.h"
 #include "common/invoicedb.h"
-#include "common/month.h"
+#include "common/ledger.h"
 #include "common/plans.h"
 #include "reports/estimate.h"
 #include "reports/invoice.h"
@@ -615,24 +615,31 @@ static void put_money(cJSON *o, const char *name, meter_money m)
  * now) asks as if it were that time.
  */
 bool forecast_compute(struct req *r, PGconn *c, const char *id, int64_t month, int64_t at,
-                      const struct meter_plan *plans, size_t nplans, struct forecast *out)
+                      bool asked, const struct meter_plan *plans, size_t nplans,
+                      struct forecast *out)
 {
 	char err[256], from[24], to[24];
 	PGresult *res = NULL;
 	int64_t end = meter_month_next(month);
-	struct month_usage mu;
-	struct meter_invoice inv;
-	if (!month_usage_load(c, id, month, at < now_us() ? at : 0, plans, nplans, &mu, err,
-	                      sizeof err)) {
+	struct ledger *l = malloc(sizeof *l);
+	if (l == NULL) {
+		reply_problemf(r, 500, "internal", "Internal error", "out of memory");
+		return false;
+	}
+	bool found = false;
+	if (!ledger_month(c, id, month, asked && at < now_us() ? at : 0, plans, nplans, l, err,
+	                  sizeof err)) {
+		free(l);
 		reply_db_error(r, err, NULL);
 		return false;
 	}
-	if (!mu.found) {
+	found = l->found;
+	meter_money to_date = l->inv.total;
+	free(l);
+	if (!found) {
 		reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found", id);
 		return false;
 	}
-	if (meter_invoice_build(mu.plans, mu.n, &inv) != METER_OK)
-		goto bad;
 	/* The last BASIS_DAYS full days before at, day by day. */
 	int64_t today = at - ((at % DAY_US) + DAY_US) % DAY_US;
 	snprintf(from, sizeof from, "%lld", (long long)(today - BASIS_DAYS * DAY_US));
@@ -673,14 +680,14 @@ bool forecast_compute(struct req *r, PGconn *c, const char *id, int64_t month, i
 	/* The time left in the month: none for a month past, all of a month to come. */
 	int64_t left = at >= end ? 0 : end - (at > month ? at : month);
 	meter_money rest, rest_lo, rest_hi;
-	out->month_to_date = inv.total;
+	out->month_to_date = to_date;
 	if (meter_money_of(left, sum, BASIS_DAYS * DAY_US, &rest) ||
 	    meter_money_of(left, lo, DAY_US, &rest_lo) ||
 	    meter_money_of(left, hi, DAY_US, &rest_hi) ||
 	    meter_money_of(sum, 1, BASIS_DAYS, &out->per_day) ||
-	    meter_money_add(inv.total, rest, &out->projected) ||
-	    meter_money_add(inv.total, rest_lo, &out->low) ||
-	    meter_money_add(inv.total, rest_hi, &out->high))
+	    meter_money_add(to_date, rest, &out->projected) ||
+	    meter_money_add(to_date, rest_lo, &out->low) ||
+	    meter_money_add(to_date, rest_hi, &out->high))
 		goto bad;
 	return true;
 bad:
@@ -710,7 +717,7 @@ void h_forecast(struct req *r)
 	int64_t at = v[1].set ? v[1].num : now_us();
 	if (c == NULL || !data_as_of(r, c, id, asof, sizeof asof) ||
 	    !load_plans(r, c, &plans, &nplans) ||
-	    !forecast_compute(r, c, id, v[0].num, at, plans, nplans, &fc)) {
+	    !forecast_compute(r, c, id, v[0].num, at, v[1].set, plans, nplans, &fc)) {
 		free(plans);
 		return;
 	}

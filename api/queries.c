@@ -49,30 +49,20 @@ static const char *const sql[Q_COUNT] = {
                           "VALUES ($1, $2, $3, $4::numeric) RETURNING " ACCOUNT_COLS,
         /* After Q_ACCOUNT_LOCK when locking: a statement of its own, so its snapshot is
          * taken once the lock is held and sees every registration before it. */
-        [Q_STATE] =
-                "SELECT " ACCOUNT_COLS ", "
-                /* Every subquery by $1, not a.id: Citus then sends the statement to the
-                 * account's shard, the running count (sandboxes are spread by sandbox) a
-                 * query of its own over their shards (docs/scaling.md) */
-                "(SELECT count(*) FROM sandboxes s WHERE s.account_id = $1 "
-                "  AND s.stopped_at IS NULL), "
-                /* before this month, capped at the grant */
-                "least(a.trial_grant_seconds * 1000000, (SELECT coalesce(sum(wall_us), 0) "
-                "  FROM account_month m WHERE m.account_id = $1 "
-                "  AND m.month < (" TS(
-                        "$2") " AT TIME ZONE 'UTC')::date)), "
-                              /* this month, one \"plan a b c d e f\" per plan, joined by ';' */
-                              "(SELECT string_agg(concat_ws(' ', price_plan_id, "
-                              "cpu_measured_us, cpu_billed_us, "
-                              "  busy_us, idle_us, wall_us, memory_mgib_us), ';' ORDER BY "
-                              "price_plan_id) "
-                              "  FROM account_month m WHERE m.account_id = $1 "
-                              "  AND m.month = (" TS(
-                                      "$2") " AT TIME ZONE 'UTC')::date), "
-                                            /* the hour the trial runs out in (rule 8), if it has */
-                                            "(SELECT " US("hour") " FROM trial_crossing t "
-                                                                  "  WHERE t.account_id = $1) "
-                                                                  "FROM accounts a WHERE id = $1",
+        [Q_STATE] = "SELECT " ACCOUNT_COLS ", "
+                    /* Every subquery by $1, not a.id: Citus then sends the statement to the
+                     * account's shard, the running count (sandboxes are spread by sandbox) a
+                     * query of its own over their shards (docs/scaling.md) */
+                    "(SELECT count(*) FROM sandboxes s WHERE s.account_id = $1 "
+                    "  AND s.stopped_at IS NULL), "
+                    /* the trial used, over every month, capped at the grant */
+                    "least(a.trial_grant_seconds * 1000000, (SELECT coalesce(sum(wall_us), 0) "
+                    "  FROM account_month m WHERE m.account_id = $1)), "
+                    /* this month's money as the ledger keeps it (common/ledger.h); NULL when
+                     * it keeps an earlier month's */
+                    "(SELECT month_to_date::text FROM account_ledger g WHERE g.account_id = $1 "
+                    "  AND g.month = (" TS("$2") " AT TIME ZONE 'UTC')::date) "
+                                                 "FROM accounts a WHERE id = $1",
         [Q_SANDBOX] = "SELECT " SANDBOX_COLS " FROM sandboxes WHERE id = $1",
         /* A sandbox the collector saw before it was registered (its path named no
          * account) takes its newest incarnation, and that incarnation's end when the

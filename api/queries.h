@@ -17,7 +17,8 @@ enum query {
 	Q_ACCOUNT,      /* id -> the account */
 	Q_ACCOUNT_LOCK, /* id -> the account, locked FOR UPDATE */
 	Q_ACCOUNT_NEW,  /* id, name, plan, cap -> the account */
-	Q_STATE, /* account, month start µs -> account, running, wall µs before, the month's sums */
+	Q_STATE, /* account, month start µs -> account, running, trial used µs, month to date kept
+	          */
 	Q_SANDBOX,        /* id -> the sandbox */
 	Q_SANDBOX_NEW,    /* id, account, vcpus, memory, started µs -> the sandbox */
 	Q_SANDBOX_ADOPT,  /* id, account, vcpus, memory, started µs -> the sandbox the collector

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "common/db.h"
-#include "common/invoicedb.h"
+#include "common/ledger.h"
 #include "meter/checked.h"
 #include "meter/decimal.h"
 #include "meter/invoice.h"
@@ -54,9 +54,9 @@ struct export
 	bool focus;
 	struct meter_plan *plans;
 	size_t nplans;
-	struct meter_invoice inv;
-	size_t line;    /* FOCUS: the next invoice line */
-	size_t current; /* FOCUS: the line being shared out */
+	struct ledger led; /* FOCUS: the month's lines (common/ledger.h) */
+	size_t line;       /* FOCUS: the next invoice line */
+	size_t current;    /* FOCUS: the line being shared out */
 	bool started, reading, done;
 	char ps[METER_TIME_BUF], pe[METER_TIME_BUF], from[24], to[24];
 	struct csv out;
@@ -95,7 +95,8 @@ struct export *export_open(PGconn *c, const char *account, int64_t month_us, boo
 	meter_time_format(meter_month_next(month_us), e->pe, sizeof e->pe);
 	snprintf(e->from, sizeof e->from, "%lld", (long long)month_us);
 	snprintf(e->to, sizeof e->to, "%lld", (long long)meter_month_next(month_us));
-	if (focus && !invoice_lines(c, account, month_us, e->plans, nplans, &e->inv, err, errlen)) {
+	if (focus &&
+	    !ledger_month(c, account, month_us, 0, e->plans, nplans, &e->led, err, errlen)) {
 		export_close(e);
 		return NULL;
 	}
@@ -160,7 +161,7 @@ static bool usage_row(struct export *e, const PGresult *r)
 /* One sandbox's row of the FOCUS line being shared out. */
 static bool focus_row(struct export *e, const PGresult *r)
 {
-	const struct meter_invoice_line *li = &e->inv.lines[e->current];
+	const struct meter_invoice_line *li = &e->led.inv.lines[e->current];
 	bool cpu = li->kind == METER_LINE_CPU;
 	int64_t part;
 	meter_i128 consumed, weight;
@@ -186,7 +187,7 @@ static bool focus_row(struct export *e, const PGresult *r)
 /* The next invoice line of a FOCUS export: one row, or a query to share it out. */
 static bool next_line(struct export *e, char *err, size_t errlen)
 {
-	const struct meter_invoice_line *li = &e->inv.lines[e->line];
+	const struct meter_invoice_line *li = &e->led.inv.lines[e->line];
 	e->current = e->line++;
 	if (li->plan != NULL && li->for_month_us == 0) {
 		if (li->amount < 0) {
@@ -263,7 +264,7 @@ static bool produce(struct export *e, char *err, size_t errlen)
 		}
 		return ok;
 	}
-	if (e->focus && e->line < e->inv.n)
+	if (e->focus && e->line < e->led.inv.n)
 		return next_line(e, err, errlen);
 	e->done = true;
 	return true;

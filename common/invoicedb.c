@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "common/db.h"
+#include "common/ledger.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/month.h"
 #include "common/plans.h"
@@ -17,12 +19,6 @@
 #define TS(n)       "('epoch'::timestamptz + (" n ")::bigint * interval '1 microsecond')"
 #define MONTH_OF(n) "(" TS(n) " AT TIME ZONE 'UTC')::date"
 
-/* What final invoices billed for one month, per plan. */
-struct billed {
-	int64_t plan_id;
-	struct meter_usage used, covered;
-};
-
 void invoice_doc_free(struct invoice_doc *d)
 {
 	free(d->json);
@@ -31,139 +27,8 @@ void invoice_doc_free(struct invoice_doc *d)
 	d->json = d->csv = d->html = NULL;
 }
 
-static bool col(const PGresult *r, int row, int c, int64_t *out)
-{
-	return meter_decimal_parse(PQgetvalue(r, row, c), 0, true, out) == METER_OK;
-}
-
-static bool sub(struct meter_usage *a, const struct meter_usage *b)
-{
-	return ck_sub_q(a->cpu_billed_us, b->cpu_billed_us, &a->cpu_billed_us) &&
-	       ck_sub_q(a->mem_mgib_us, b->mem_mgib_us, &a->mem_mgib_us) &&
-	       ck_sub_q(a->wall_us, b->wall_us, &a->wall_us);
-}
-
-static bool nonzero(const struct meter_usage *u)
-{
-	return u->cpu_billed_us || u->mem_mgib_us || u->wall_us;
-}
-
-/* A row of invoice_quantities to store, when finalising. */
-struct qrow {
-	int64_t for_month, plan_id;
-	struct meter_usage used, covered;
-};
-
-static const struct meter_plan *plan_by_id(const struct meter_plan *plans, size_t n, int64_t id)
-{
-	for (size_t i = 0; i < n; i++)
-		if (plans[i].id == id)
-			return &plans[i];
-	return NULL;
-}
-
-/* Adds the adjustment lines of every earlier final month to inv. */
-static bool adjustments(PGconn *c, const char *account, int64_t month_us,
-                        const struct meter_plan *plans, size_t nplans, struct meter_invoice *inv,
-                        struct qrow *rows, size_t *nrows, size_t cap, char *err, size_t errlen)
-{
-	char m[24];
-	snprintf(m, sizeof m, "%lld", (long long)month_us);
-	const char *p[] = {account, m};
-	PGresult *months = db_query(
-	        c,
-	        "SELECT DISTINCT (extract(epoch FROM for_month::timestamp) * 1000000)::bigint "
-	        "FROM invoice_quantities WHERE account_id = $1 AND for_month < " MONTH_OF(
-	                "$2") " "
-	                      "UNION SELECT (extract(epoch FROM month::timestamp) * "
-	                      "1000000)::bigint "
-	                      "FROM invoices WHERE account_id = $1 AND month < " MONTH_OF(
-	                              "$2") " ORDER BY 1",
-	        2, p, PGRES_TUPLES_OK, "could not read final invoices", err, errlen);
-	if (months == NULL)
-		return false;
-	bool ok = true;
-	for (int i = 0; ok && i < PQntuples(months); i++) {
-		int64_t f;
-		struct month_usage now;
-		ok = col(months, i, 0, &f) &&
-		     month_usage_load(c, account, f, 0, plans, nplans, &now, err, errlen);
-		if (!ok)
-			break;
-		char fs[24];
-		snprintf(fs, sizeof fs, "%lld", (long long)f);
-		const char *bp[] = {account, fs};
-		PGresult *b = db_query(
-		        c,
-		        "SELECT price_plan_id, sum(cpu_billed_us), sum(memory_mgib_us), "
-		        "sum(wall_us), sum(covered_cpu_billed_us), sum(covered_memory_mgib_us), "
-		        "sum(covered_wall_us) FROM invoice_quantities WHERE account_id = $1 "
-		        "AND for_month = " MONTH_OF("$2") " GROUP BY price_plan_id",
-		        2, bp, PGRES_TUPLES_OK, "could not read final invoices", err, errlen);
-		if (b == NULL) {
-			PQclear(months);
-			return false;
-		}
-		/* delta = now - billed, per plan */
-		struct meter_plan_usage delta[MONTH_PLANS_MAX];
-		size_t nd = 0;
-		for (size_t k = 0; k < now.n; k++)
-			delta[nd++] = now.plans[k];
-		for (int r = 0; ok && r < PQntuples(b); r++) {
-			int64_t plan;
-			struct meter_usage used = {0}, cov = {0};
-			ok = col(b, r, 0, &plan) && db_col_q(b, r, 1, &used.cpu_billed_us) &&
-			     db_col_q(b, r, 2, &used.mem_mgib_us) &&
-			     db_col_q(b, r, 3, &used.wall_us) &&
-			     db_col_q(b, r, 4, &cov.cpu_billed_us) &&
-			     db_col_q(b, r, 5, &cov.mem_mgib_us) && db_col_q(b, r, 6, &cov.wall_us);
-			size_t k = 0;
-			while (ok && k < nd && delta[k].plan->id != plan)
-				k++;
-			if (ok && k == nd) {
-				const struct meter_plan *pl = plan_by_id(plans, nplans, plan);
-				if (pl == NULL || nd == MONTH_PLANS_MAX) {
-					ok = false;
-					break;
-				}
-				delta[nd++] = (struct meter_plan_usage){.plan = pl};
-			}
-			ok = ok && sub(&delta[k].used, &used) && sub(&delta[k].covered, &cov);
-		}
-		PQclear(b);
-		if (!ok) {
-			snprintf(err, errlen,
-			         "the adjustments of a final month cannot be computed");
-			break;
-		}
-		struct meter_plan_usage changed[MONTH_PLANS_MAX];
-		size_t nc = 0;
-		for (size_t k = 0; k < nd; k++)
-			if (nonzero(&delta[k].used) || nonzero(&delta[k].covered)) {
-				changed[nc++] = delta[k];
-				if (*nrows == cap) {
-					snprintf(err, errlen,
-					         "too many adjustments for one invoice");
-					PQclear(months);
-					return false;
-				}
-				rows[(*nrows)++] = (struct qrow){.for_month = f,
-				                                 .plan_id = delta[k].plan->id,
-				                                 .used = delta[k].used,
-				                                 .covered = delta[k].covered};
-			}
-		if (nc && meter_invoice_adjust(inv, f, changed, nc) != METER_OK) {
-			snprintf(err, errlen,
-			         "the adjustments of a final month cannot be computed");
-			ok = false;
-		}
-	}
-	PQclear(months);
-	return ok;
-}
-
 static bool store(PGconn *c, const char *account, int64_t month_us, meter_money total,
-                  const struct invoice_doc *d, const struct qrow *rows, size_t n, char *err,
+                  const struct invoice_doc *d, const struct ledger_row *rows, size_t n, char *err,
                   size_t errlen)
 {
 	char m[24], t[METER_MONEY_BUF];
@@ -226,56 +91,37 @@ static bool month_settled(PGconn *c, const char *account, int64_t month_us, bool
 	return true;
 }
 
-/* The lines of a month now: its own usage, then adjustments of earlier final months. */
-static bool lines(PGconn *c, const char *account, int64_t month_us, const struct meter_plan *plans,
-                  size_t nplans, struct meter_invoice *inv, struct qrow *rows, size_t *nrows,
-                  char *err, size_t errlen)
-{
-	struct month_usage mu;
-	if (!month_usage_load(c, account, month_us, 0, plans, nplans, &mu, err, errlen))
-		return false;
-	if (meter_invoice_build(mu.plans, mu.n, inv) != METER_OK) {
-		snprintf(err, errlen, "the invoice cannot be computed");
-		return false;
-	}
-	for (size_t i = 0; i < mu.n; i++)
-		rows[(*nrows)++] = (struct qrow){.for_month = month_us,
-		                                 .plan_id = mu.plans[i].plan->id,
-		                                 .used = mu.plans[i].used,
-		                                 .covered = mu.plans[i].covered};
-	return adjustments(c, account, month_us, plans, nplans, inv, rows, nrows,
-	                   4 * MONTH_PLANS_MAX, err, errlen);
-}
-
-bool invoice_lines(PGconn *c, const char *account, int64_t month_us, const struct meter_plan *plans,
-                   size_t nplans, struct meter_invoice *inv, char *err, size_t errlen)
-{
-	struct qrow rows[4 * MONTH_PLANS_MAX];
-	size_t nrows = 0;
-	return lines(c, account, month_us, plans, nplans, inv, rows, &nrows, err, errlen);
-}
-
 bool invoice_get(PGconn *c, const char *account, int64_t month_us, int64_t now_us, int64_t grace_us,
                  const struct meter_plan *plans, size_t nplans, struct invoice_doc *out, char *err,
                  size_t errlen)
 {
 	char m[24];
 	PGresult *r = NULL;
-	struct meter_invoice inv;
-	struct qrow rows[4 * MONTH_PLANS_MAX];
-	size_t nrows = 0;
-	bool ok = false, locked = false;
+	struct ledger l;
+	bool ok = false, locked = false, ledger_locked = false;
 	memset(out, 0, sizeof *out);
 	snprintf(m, sizeof m, "%lld", (long long)month_us);
 	const char *p[] = {account, m};
+	int64_t due = meter_month_next(month_us) + grace_us;
 	/* The account's lock first, then one snapshot for every read (REPEATABLE READ
-	 * takes its snapshot at the first statement, after the lock is granted). */
+	 * takes its snapshot at the first statement, after the lock is granted). A month
+	 * that may be made final takes the account's ledger lock too: making it final
+	 * changes the adjustments of the months after it, and the month to date kept is
+	 * computed again in the same transaction (common/ledger.h). */
 	r = db_query(c, "SELECT pg_advisory_lock(hashtext('meter.invoice:' || $1))", 1, p,
 	             PGRES_TUPLES_OK, "could not lock the account's invoices", err, errlen);
 	if (r == NULL)
 		return false;
 	PQclear(r);
 	locked = true;
+	if (now_us >= due) {
+		r = db_query(c, "SELECT pg_advisory_lock(hashtext('meter.ledger:' || $1))", 1, p,
+		             PGRES_TUPLES_OK, "could not lock the account's ledger", err, errlen);
+		if (r == NULL)
+			goto out;
+		PQclear(r);
+		ledger_locked = true;
+	}
 	r = db_query(c, "BEGIN ISOLATION LEVEL REPEATABLE READ", 0, NULL, PGRES_COMMAND_OK,
 	             "could not begin", err, errlen);
 	if (r == NULL)
@@ -305,9 +151,8 @@ bool invoice_get(PGconn *c, const char *account, int64_t month_us, int64_t now_u
 		goto out;
 	}
 	out->found = true;
-	if (!lines(c, account, month_us, plans, nplans, &inv, rows, &nrows, err, errlen))
+	if (!ledger_month(c, account, month_us, 0, plans, nplans, &l, err, errlen))
 		goto out;
-	int64_t due = meter_month_next(month_us) + grace_us;
 	out->final = now_us >= due;
 	if (out->final) {
 		bool settled;
@@ -319,16 +164,18 @@ bool invoice_get(PGconn *c, const char *account, int64_t month_us, int64_t now_u
 	                            .account_name = PQgetvalue(r, 0, 0),
 	                            .month_start_us = month_us,
 	                            .status = out->final ? "final" : "draft"};
-	cJSON *j = report_invoice_json(&meta, &inv);
+	cJSON *j = report_invoice_json(&meta, &l.inv);
 	out->json = j ? cJSON_PrintUnformatted(j) : NULL;
 	cJSON_Delete(j);
-	out->csv = report_invoice_csv(&meta, &inv);
-	out->html = report_invoice_html(&meta, &inv);
+	out->csv = report_invoice_csv(&meta, &l.inv);
+	out->html = report_invoice_html(&meta, &l.inv);
 	if (out->json == NULL || out->csv == NULL || out->html == NULL) {
 		snprintf(err, errlen, "could not render the invoice: out of memory");
 		goto out;
 	}
-	if (out->final && !store(c, account, month_us, inv.total, out, rows, nrows, err, errlen))
+	if (out->final &&
+	    (!store(c, account, month_us, l.inv.total, out, l.rows, l.nrows, err, errlen) ||
+	     !limits_check_usage(c, account, now_us, plans, nplans, err, errlen)))
 		goto out;
 	PQclear(r);
 	r = db_query(c, out->final ? "COMMIT" : "ROLLBACK", 0, NULL, PGRES_COMMAND_OK,
@@ -338,6 +185,10 @@ out:
 	PQclear(r);
 	if (PQtransactionStatus(c) != PQTRANS_IDLE)
 		PQclear(PQexec(c, "ROLLBACK"));
+	if (ledger_locked)
+		PQclear(PQexecParams(c,
+		                     "SELECT pg_advisory_unlock(hashtext('meter.ledger:' || $1))",
+		                     1, NULL, p, NULL, NULL, 0));
 	if (locked)
 		PQclear(PQexecParams(c,
 		                     "SELECT pg_advisory_unlock(hashtext('meter.invoice:' || $1))",

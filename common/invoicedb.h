@@ -53,12 +53,4 @@ bool invoice_get(PGconn *c, const char *account, int64_t month_us, int64_t now_u
 bool invoices_finalize_due(PGconn *c, int64_t now_us, int64_t grace_us, int limit, int *made,
                            char *err, size_t errlen);
 
-/*
- * The lines a month's invoice has now (its usage, then adjustments of
- * earlier final months), without storing anything: for exports and drafts.
- */
-struct meter_invoice;
-bool invoice_lines(PGconn *c, const char *account, int64_t month_us, const struct meter_plan *plans,
-                   size_t nplans, struct meter_invoice *inv, char *err, size_t errlen);
-
 #endif

@@ -4,9 +4,10 @@
 #include <string.h>
 
 #include "common/db.h"
-#include "common/month.h"
+#include "common/ledger.h"
 #include "meter/decimal.h"
 #include "meter/invoice.h"
+#include "meter/quota.h"
 #include "meter/money.h"
 #include "meter/timefmt.h"
 #include "reports/invoice.h"
@@ -51,13 +52,15 @@ static bool limits_keep(PGconn *c, const char *account, bool trial_exhausted, bo
 /* What limits_check_row needs of accounts ACCOUNTS (an SQL text[] expression), a row
  * per account that exists: its id, trial grant (µs), spend cap, wall time used over
  * every month (µs), whether its trial's end was announced, whether it is on the trial
- * plan, and the account_limits row kept for it (NULLs when there is none). Each table
+ * plan, the account_limits row kept for it and its account_ledger row (NULLs when there
+ * is none). Each table
  * is named by = ANY (ACCOUNTS), which Citus sends to those accounts' shards only. */
 #define LIMITS_READ_SQL(ACCOUNTS)                                                                  \
 	"SELECT a.id, a.trial_grant_seconds * 1000000, a.monthly_spend_cap::text, "                \
 	"coalesce(m.wall_us, 0), n.account_id IS NOT NULL, a.plan = 'trial', "                     \
 	"l.trial_exhausted, l.spend_cap_reached, "                                                 \
-	"(extract(epoch FROM l.month) * 1000000)::bigint "                                         \
+	"(extract(epoch FROM l.month) * 1000000)::bigint, "                                        \
+	"(extract(epoch FROM g.month) * 1000000)::bigint, g.month_to_date::text "                  \
 	"FROM accounts a "                                                                         \
 	"LEFT JOIN (SELECT account_id, sum(wall_us) wall_us FROM account_month "                   \
 	"  WHERE account_id = ANY (" ACCOUNTS ") GROUP BY account_id) m "                          \
@@ -67,11 +70,15 @@ static bool limits_keep(PGconn *c, const char *account, bool trial_exhausted, bo
 	"  ON n.account_id = a.id "                                                                \
 	"LEFT JOIN account_limits l ON l.account_id = a.id "                                       \
 	"  AND l.account_id = ANY (" ACCOUNTS ") "                                                 \
+	"LEFT JOIN account_ledger g ON g.account_id = a.id "                                       \
+	"  AND g.account_id = ANY (" ACCOUNTS ") "                                                 \
 	"WHERE a.id = ANY (" ACCOUNTS ")"
 
 PGresult *limits_read(PGconn *c, const char *accounts, char *err, size_t errlen)
 {
 	const char *p[] = {accounts};
+	if (!ledger_lock(c, accounts, err, errlen))
+		return NULL;
 	return db_query(c, LIMITS_READ_SQL("$1::text[]"), 1, p, PGRES_TUPLES_OK,
 	                "could not read the accounts' limits", err, errlen);
 }
@@ -79,9 +86,12 @@ PGresult *limits_read(PGconn *c, const char *accounts, char *err, size_t errlen)
 bool limits_check_usage(PGconn *c, const char *account, int64_t now_us,
                         const struct meter_plan *plans, size_t nplans, char *err, size_t errlen)
 {
-	const char *p[] = {account};
-	PGresult *r = db_query(c, LIMITS_READ_SQL("ARRAY[$1]::text[]"), 1, p, PGRES_TUPLES_OK,
-	                       "could not read the account's limits", err, errlen);
+	char lit[400];
+	if (!limits_accounts(&account, 1, lit, sizeof lit)) {
+		snprintf(err, errlen, "account id \"%s\" is too long", account);
+		return false;
+	}
+	PGresult *r = limits_read(c, lit, err, errlen);
 	if (r == NULL)
 		return false;
 	bool ok =
@@ -90,20 +100,39 @@ bool limits_check_usage(PGconn *c, const char *account, int64_t now_us,
 	return ok;
 }
 
+bool limits_accounts(const char *const *ids, size_t n, char *out, size_t len)
+{
+	/* ids are meter ids (letters, digits and ._:-): nothing in them needs quoting */
+	size_t at = 0;
+	int w = snprintf(out, len, "{");
+	for (size_t i = 0; w >= 0 && (size_t)w < len - at && i < n; i++) {
+		at += (size_t)w;
+		w = snprintf(out + at, len - at, "%s\"%s\"", i ? "," : "", ids[i]);
+	}
+	if (w < 0 || (size_t)w >= len - at)
+		return false;
+	at += (size_t)w;
+	return snprintf(out + at, len - at, "}") == 1;
+}
+
 bool limits_check_row(PGconn *c, const PGresult *r, int row, int64_t now_us,
                       const struct meter_plan *plans, size_t nplans, char *err, size_t errlen)
 {
 	const char *account = PQgetvalue(r, row, 0);
-	int64_t grant = 0, used = 0, kept_month = 0;
-	meter_money cap = 0;
+	int64_t grant = 0, used = 0, kept_month = 0, ledger_month_us = 0;
+	meter_money cap = 0, kept_total = 0;
 	bool has_cap = !PQgetisnull(r, row, 2), told = strcmp(PQgetvalue(r, row, 4), "t") == 0;
 	bool trial = strcmp(PQgetvalue(r, row, 5), "t") == 0;
-	bool kept = !PQgetisnull(r, row, 6);
+	bool kept = !PQgetisnull(r, row, 6), has_ledger = !PQgetisnull(r, row, 9);
 	bool ok = meter_decimal_parse(PQgetvalue(r, row, 1), 0, false, &grant) == METER_OK &&
 	          meter_decimal_parse(PQgetvalue(r, row, 3), 0, false, &used) == METER_OK &&
 	          (!has_cap || meter_money_parse(PQgetvalue(r, row, 2), false, &cap) == METER_OK) &&
 	          (!kept ||
-	           meter_decimal_parse(PQgetvalue(r, row, 8), 0, false, &kept_month) == METER_OK);
+	           meter_decimal_parse(PQgetvalue(r, row, 8), 0, false, &kept_month) == METER_OK) &&
+	          (!has_ledger ||
+	           (meter_decimal_parse(PQgetvalue(r, row, 9), 0, false, &ledger_month_us) ==
+	                    METER_OK &&
+	            meter_money_parse(PQgetvalue(r, row, 10), true, &kept_total) == METER_OK));
 	if (!ok) {
 		snprintf(err, errlen, "account %s has malformed limits", account);
 		return false;
@@ -117,26 +146,17 @@ bool limits_check_row(PGconn *c, const PGresult *r, int row, int64_t now_us,
 		if (!limits_notify(c, account, "trial_spent", "", payload, err, errlen))
 			return false;
 	}
-	bool cap_reached = false;
+	/* Month to date: this month's money (common/ledger.h), kept for the quota check. */
 	int64_t month = meter_month_start(now_us);
-	meter_money total = 0;
-	if (has_cap) {
-		/* Month to date: this month's invoice lines, the trial's credit included. */
-		struct month_usage mu;
-		struct meter_invoice inv;
-		if (!month_usage_load(c, account, month, 0, plans, nplans, &mu, err, errlen))
-			return false;
-		if (meter_invoice_build(mu.plans, mu.n, &inv) != METER_OK) {
-			snprintf(err, errlen, "account %s: the month so far cannot be computed",
-			         account);
-			return false;
-		}
-		total = inv.total;
-		cap_reached = inv.total >= cap;
-	}
+	struct ledger l;
+	if (!ledger_month(c, account, month, 0, plans, nplans, &l, err, errlen) ||
+	    !ledger_keep(c, account, month, l.inv.total, has_ledger ? ledger_month_us : 0,
+	                 kept_total, err, errlen))
+		return false;
+	bool cap_reached = has_cap && meter_cap_reached(l.inv.total, cap);
 	/* Written only when it changes: the rollup checks an account after each batch that
 	 * rated one of its sandboxes, and an unchanged row written is a commit for nothing. */
-	bool exhausted = trial && grant > 0 && used >= grant;
+	bool exhausted = meter_trial_exhausted(trial, grant, used);
 	bool same = kept && (strcmp(PQgetvalue(r, row, 6), "t") == 0) == exhausted &&
 	            (strcmp(PQgetvalue(r, row, 7), "t") == 0) == cap_reached && kept_month == month;
 	if (!same && !limits_keep(c, account, exhausted, cap_reached, month, err, errlen))
@@ -145,7 +165,7 @@ bool limits_check_row(PGconn *c, const PGresult *r, int row, int64_t now_us,
 		return true;
 	char m[16], spent[METER_MONEY_BUF], capt[METER_MONEY_BUF];
 	report_month(month, m, sizeof m);
-	meter_money_format_exact(total, spent, sizeof spent);
+	meter_money_format_exact(l.inv.total, spent, sizeof spent);
 	meter_money_format_exact(cap, capt, sizeof capt);
 	snprintf(payload, sizeof payload,
 	         "{\"account_id\": \"%s\", \"limit\": \"spend_cap_reached\", \"month\": \"%s\", "

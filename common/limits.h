@@ -22,22 +22,27 @@ bool limits_notify(PGconn *c, const char *account, const char *limit, const char
                    const char *payload, char *err, size_t errlen);
 
 /*
- * After an account's usage, plan or limits changed: announces its trial grant
- * spent (when it had one) and its monthly spend cap reached (when it has one)
- * for the month holding now_us, and keeps account_limits (migration 0027:
- * whether it is a trial account past its grant, whether its month reached the
- * cap), which collectors that enforce limits read.
+ * After an account's usage, plan or limits changed, in that transaction:
+ * keeps the month to date of the month holding now_us (common/ledger.h,
+ * account_ledger, under the account's ledger lock), announces its trial
+ * grant spent (when it had one) and its monthly spend cap reached (when it
+ * has one), and keeps account_limits (migration 0027: whether it is a trial
+ * account past its grant, whether its month reached the cap), which
+ * collectors that enforce limits read.
  */
 bool limits_check_usage(PGconn *c, const char *account, int64_t now_us,
                         const struct meter_plan *plans, size_t nplans, char *err, size_t errlen);
 
 /*
- * The same for many accounts at the cost of one read: limits_read reads what
- * the check needs of the accounts in accounts (a text[] literal), one row per
- * account that exists (NULL with err when it fails), and limits_check_row
- * checks the account of one of its rows as limits_check_usage does.
+ * The same for many accounts at the cost of one read: limits_read takes the
+ * ledger locks of the accounts in accounts (a text[] literal) and reads what
+ * the check needs of them, one row per account that exists (NULL with err
+ * when it fails), and limits_check_row checks the account of one of its rows
+ * as limits_check_usage does, in the same transaction.
  */
 PGresult *limits_read(PGconn *c, const char *accounts, char *err, size_t errlen);
+/* The accounts' ids as a text[] literal into out; false when it does not fit. */
+bool limits_accounts(const char *const *ids, size_t n, char *out, size_t len);
 bool limits_check_row(PGconn *c, const PGresult *r, int row, int64_t now_us,
                       const struct meter_plan *plans, size_t nplans, char *err, size_t errlen);
 

@@ -5,10 +5,10 @@
  * LOCKED, so several meter-api processes share the work without overlap)
  * under the horizon's lock, read (read.c), rated (rate.c) and stored
  * (store.c), and the accounts whose trial crossing may have moved are queued
- * (trial.c). A batch whose statement fails is rolled back, and the pass takes
- * its marks again one per transaction, where what fails a lone sandbox parks
- * it, or, for a passing failure, lets it wait 2 s (rule 10). The accounts'
- * limits are checked after the commit.
+ * (trial.c), and the accounts' limits checked and their month to date kept
+ * (common/limits.h). A batch whose statement fails is rolled back, and the
+ * pass takes its marks again one per transaction, where what fails a lone
+ * sandbox parks it, or, for a passing failure, lets it wait 2 s (rule 10).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,9 +30,10 @@ static const char take_sql[] =
 /* clang-format on */
 
 /* Checks the limits of the accounts of the rated sandboxes (common/limits.h), each
- * once, outside the batch's transaction; what fails is logged. */
-static void check_limits(PGconn *c, const struct job *jobs, size_t n,
-                         const struct meter_plan *plans, size_t nplans)
+ * once, in the batch's transaction: their month to date is kept with the usage that
+ * changed it. False with err when one cannot be (the batch then fails, rule 10). */
+static bool check_limits(PGconn *c, const struct job *jobs, size_t n,
+                         const struct meter_plan *plans, size_t nplans, char *err, size_t errlen)
 {
 	struct arr accounts = {0};
 	for (size_t i = 0; i < n; i++) {
@@ -43,29 +44,27 @@ static void check_limits(PGconn *c, const struct job *jobs, size_t n,
 			ru_arr_str(&accounts, jobs[i].account);
 	}
 	const char *lit = ru_arr_end(&accounts);
-	char err[512];
 	PGresult *r = NULL;
-	if (accounts.n == 0)
+	bool ok = accounts.n == 0;
+	if (ok)
 		goto out;
 	if (lit == NULL) {
-		log_warn("rollup: could not check the accounts' limits: out of memory");
+		snprintf(err, errlen, "could not check the accounts' limits: out of memory");
 		goto out;
 	}
-	r = limits_read(c, lit, err, sizeof err);
-	if (r == NULL) {
-		log_warn("rollup: could not check the accounts' limits: %s", err);
-		goto out;
-	}
-	for (int i = 0; i < PQntuples(r); i++) {
-		if (!limits_check_row(c, r, i, now_realtime_us(), plans, nplans, err, sizeof err))
-			log_warn("rollup: could not check the limits of account %s: %s",
-			         PQgetvalue(r, i, 0), err);
-		if (PQtransactionStatus(c) != PQTRANS_IDLE)
-			PQclear(PQexec(c, "ROLLBACK"));
+	r = limits_read(c, lit, err, errlen);
+	ok = r != NULL;
+	int64_t now = now_realtime_us();
+	for (int i = 0; ok && i < PQntuples(r); i++) {
+		char why[512];
+		ok = limits_check_row(c, r, i, now, plans, nplans, why, sizeof why);
+		if (!ok)
+			snprintf(err, errlen, "account %s: %s", PQgetvalue(r, i, 0), why);
 	}
 out:
 	PQclear(r);
 	ru_arr_free(&accounts);
+	return ok;
 }
 
 /*
@@ -131,16 +130,13 @@ int ru_take(PGconn *c, const struct meter_plan *plans, size_t nplans, bool shard
 	for (size_t i = 0; i < n; i++)
 		if (jobs[i].fate == RATE)
 			ru_rate(&jobs[i]);
-	if (!ru_store(c, jobs, n, err, errlen) || !ru_trial_enqueue(c, jobs, n, err, errlen))
+	if (!ru_store(c, jobs, n, err, errlen) || !ru_trial_enqueue(c, jobs, n, err, errlen) ||
+	    !check_limits(c, jobs, n, plans, nplans, err, errlen))
 		goto failed;
 	r = db_query(c, "COMMIT", 0, NULL, PGRES_COMMAND_OK, "could not commit", err, errlen);
 	if (r == NULL)
 		goto out;
 	result = (int)n;
-	/* Limits after the commit, once per account, read in one statement: a failure here
-	 * is logged and never holds the rating back (the next rating of the account checks
-	 * again). */
-	check_limits(c, jobs, n, plans, nplans);
 	goto out;
 failed:
 	if (PQstatus(c) != CONNECTION_OK)

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/db.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/month.h"
 #include "meter/trial.h"
@@ -349,7 +350,8 @@ bool ru_trial_enqueue(PGconn *c, const struct job *jobs, size_t n, char *err, si
 /*
  * The accounts of trial_queue, one per transaction, oldest first: their
  * crossings found again after batches changed their usage, a grant changed,
- * or usage rated before the crossing was kept. Returns how many it did, or -1
+ * or usage rated before the crossing was kept, and the account's limits and
+ * month to date kept with them (common/limits.h). Returns how many it did, or -1
  * with err when the database failed; one that fails goes to the back of the
  * queue and waits for the next pass.
  */
@@ -388,7 +390,8 @@ int ru_trial_queue_pass(PGconn *c, const struct meter_plan *plans, size_t nplans
 		       : NULL;
 		ok = r != NULL && (PQntuples(r) == 0 || ru_get_int(r, 0, 0, &horizon));
 		PQclear(r);
-		ok = ok && trial_update(c, id, horizon, plans, nplans, err, errlen);
+		ok = ok && trial_update(c, id, horizon, plans, nplans, err, errlen) &&
+		     limits_check_usage(c, id, now_realtime_us(), plans, nplans, err, errlen);
 		r = ok ? ru_query(c, "DELETE FROM trial_queue WHERE account_id = $1", 1, p,
 		                  PGRES_COMMAND_OK, "could not take a trial off the queue", err,
 		                  errlen)

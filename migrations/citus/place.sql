@@ -31,7 +31,8 @@ BEGIN
 		('trial_crossing', 'account_id'), ('trial_cover', 'account_id'),
 		('trial_queue', 'account_id'), ('sandbox_month', 'account_id'),
 		('sandbox_month_cost', 'account_id'), ('usage_listings', 'account_id'),
-		('account_limits', 'account_id'), ('webhook_deliveries', 'account_id'),
+		('account_limits', 'account_id'), ('account_ledger', 'account_id'),
+		('webhook_deliveries', 'account_id'),
 		('webhook_attempts', 'account_id')) AS v (tab, col)
 	LOOP
 		EXECUTE format('ALTER TABLE %I ALTER COLUMN %I TYPE text', t.tab, t.col);
@@ -100,6 +101,7 @@ SELECT create_distributed_table('sandbox_month', 'account_id', colocate_with => 
 SELECT create_distributed_table('sandbox_month_cost', 'account_id', colocate_with => 'accounts');
 SELECT create_distributed_table('usage_listings', 'account_id', colocate_with => 'accounts');
 SELECT create_distributed_table('account_limits', 'account_id', colocate_with => 'accounts');
+SELECT create_distributed_table('account_ledger', 'account_id', colocate_with => 'accounts');
 SELECT create_distributed_table('webhook_deliveries', 'account_id', colocate_with => 'accounts');
 SELECT create_distributed_table('webhook_attempts', 'account_id', colocate_with => 'accounts');
 

@@ -1083,9 +1083,161 @@ static void a_writer_reaching_into_a_partition_being_dropped_does_not_deadlock(v
 	                 1);
 }
 
+/* ---- one figure: the month's money ---- */
+
+static struct http_res patch(struct fx *f, const char *path, const char *body)
+{
+	struct http_res r;
+	http_do(f->api.port, "PATCH", path, f->admin, body, strlen(body), &r);
+	return r;
+}
+
+/* A time of this month at least minutes before now (RFC 3339), as the month's start at the
+ * earliest: a sandbox from there lies in this month, its last samples perhaps a little ahead
+ * of now (they are rated up to an hour ahead). */
+static void this_month(struct fx *f, int minutes, char *out, size_t len)
+{
+	char q[512];
+	snprintf(q, sizeof q,
+	         "SELECT to_char(greatest(date_trunc('month', now() AT TIME ZONE 'UTC'), "
+	         "date_trunc('second', now() AT TIME ZONE 'UTC') - interval '%d minutes'), "
+	         "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
+	         minutes);
+	if (testdb_value(&f->db, q, out, len) == NULL)
+		fail_msg("no time");
+}
+
+/* The month to date of account as the invoice, the account, the forecast and the quota check
+ * give it: each must say want. */
+static void month_to_date_everywhere(struct fx *f, const char *account, const char *want)
+{
+	char path[160], month[16];
+	if (testdb_value(&f->db, "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM')", month,
+	                 sizeof month) == NULL)
+		fail_msg("no month");
+	snprintf(path, sizeof path, "/v1/accounts/%s/invoices/%s", account, month);
+	cJSON *o = get(f, path);
+	assert_string_equal(str(o, "total_exact"), want);
+	cJSON_Delete(o);
+	snprintf(path, sizeof path, "/v1/accounts/%s", account);
+	o = get(f, path);
+	assert_string_equal(str(o, "month_to_date_exact"), want);
+	cJSON_Delete(o);
+	snprintf(path, sizeof path, "/v1/accounts/%s/forecast?month=%s", account, month);
+	o = get(f, path);
+	assert_string_equal(str(o, "month_to_date_exact"), want);
+	cJSON_Delete(o);
+	char body[256];
+	snprintf(body, sizeof body, "{\"account_id\": \"%s\", \"vcpus\": 1, \"memory_gib\": 1}",
+	         account);
+	o = post(f, "/v1/quota/check", body, 200);
+	assert_string_equal(str(o, "month_to_date_exact"), want);
+	cJSON_Delete(o);
+}
+
+/* A cap of exactly cap refuses the account's next sandbox everywhere: the quota check, the
+ * registration, and what enforcing collectors read (account_limits). */
+static void a_cap_of_refuses(struct fx *f, const char *account, const char *cap)
+{
+	char path[160], body[256];
+	snprintf(path, sizeof path, "/v1/accounts/%s", account);
+	snprintf(body, sizeof body, "{\"monthly_spend_cap\": \"%s\"}", cap);
+	struct http_res r = patch(f, path, body);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	snprintf(body, sizeof body, "{\"account_id\": \"%s\", \"vcpus\": 1, \"memory_gib\": 1}",
+	         account);
+	cJSON *o = post(f, "/v1/quota/check", body, 200);
+	assert_false(cJSON_IsTrue(cJSON_GetObjectItem(o, "allowed")));
+	assert_string_equal(str(o, "reason"), "spend_cap_reached");
+	cJSON_Delete(o);
+	snprintf(body, sizeof body,
+	         "{\"id\": \"%s-next\", \"account_id\": \"%s\", \"vcpus\": 1, \"memory_gib\": 1}",
+	         account, account);
+	cJSON_Delete(post(f, "/v1/sandboxes", body, 409));
+	char q[256];
+	snprintf(
+	        q, sizeof q,
+	        "SELECT count(*) FROM account_limits WHERE account_id = '%s' AND spend_cap_reached",
+	        account);
+	assert_int_equal(num(f, q), 1);
+}
+
+/*
+ * The quota check's month to date is the invoice's, to the nano-dollar. A paid
+ * account with a 600 s grant, a 1 vCPU / 1 GiB sandbox for 20 minutes with
+ * 576,000,086 µs of CPU in one interval; the grant covers half of it (rule 8).
+ * Each line is priced once (rule 7), in nano-dollars:
+ *   CPU     576,000,086 µs x 0.025 / 3600 s    =  4000001 (4000000.597)
+ *   memory  1200 GiB-s x 0.0075 / 3600         =  2500000
+ *   credit  288,000,043 µs -> 2000000 (.298), 600 GiB-s -> 1250000 = -3250000
+ *   total                                         3250001
+ * Pricing what the grant left (288,000,043 µs and 600 GiB-s) once says 3250000,
+ * and a cap at the invoice's total admitted another sandbox.
+ */
+static void a_cap_at_the_invoices_total_refuses_the_next_sandbox(void **state)
+{
+	struct fx *f = *state;
+	char t[32], q[1024];
+	this_month(f, 25, t, sizeof t);
+	sql(f, "INSERT INTO accounts (id, name, plan, trial_grant_seconds) VALUES "
+	       "('nano', 'N', 'paid', 600)");
+	snprintf(
+	        q, sizeof q,
+	        "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	        "VALUES ('nano-1', 'nano', 1, 1, '%s', '%s'::timestamptz + interval '20 minutes')",
+	        t, t);
+	sql(f, q);
+	snprintf(q, sizeof q,
+	         "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	         "('nano-1', 1, '%s'::timestamptz + interval '20 minutes', 'h', 576000086)",
+	         t);
+	sql(f, q);
+	wait_rollups(f);
+	month_to_date_everywhere(f, "nano", "0.003250001");
+	a_cap_of_refuses(f, "nano", "0.003250001");
+}
+
+/*
+ * CPU measured after the end is billed as measured (rule 3) and counts in the
+ * month to date like the rest. Grant 600 s; a 1 vCPU / 1 GiB sandbox stopped
+ * at +10 min, sampled at +5 min (60 CPU-s) and +30 min (600): 0-5 and 5-10 min
+ * (60 and 108 CPU-s) use the grant up; the 432 CPU-s after the stop come once
+ * it has run out: 432 x $0.025 / 3600 = $0.003. The month's wall time (600 s)
+ * is no more than the grant left, which once made the month to date $0.00.
+ */
+static void cpu_measured_after_the_stop_counts_in_the_month_to_date(void **state)
+{
+	struct fx *f = *state;
+	char t[32], q[1024];
+	this_month(f, 40, t, sizeof t);
+	sql(f, "INSERT INTO accounts (id, name, plan, trial_grant_seconds) VALUES "
+	       "('after', 'A', 'paid', 600)");
+	snprintf(
+	        q, sizeof q,
+	        "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	        "VALUES ('after-1', 'after', 1, 1, '%s', '%s'::timestamptz + interval '10 "
+	        "minutes')",
+	        t, t);
+	sql(f, q);
+	snprintf(q, sizeof q,
+	         "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	         "('after-1', 1, '%s'::timestamptz + interval '5 minutes', 'h', 60000000), "
+	         "('after-1', 1, '%s'::timestamptz + interval '30 minutes', 'h', 600000000)",
+	         t, t);
+	sql(f, q);
+	wait_rollups(f);
+	month_to_date_everywhere(f, "after", "0.003");
+	a_cap_of_refuses(f, "after", "0.001");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(
+	                a_cap_at_the_invoices_total_refuses_the_next_sandbox, setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                cpu_measured_after_the_stop_counts_in_the_month_to_date, setup, teardown),
 	        cmocka_unit_test_setup_teardown(
 	                a_sample_inserted_while_its_partition_is_dropped_is_kept, setup, teardown),
 	        cmocka_unit_test_setup_teardown(

@@ -363,6 +363,7 @@ static const struct placement {
         {"sandbox_month_cost", BY_ACCOUNT, "account_id"},
         {"usage_listings", BY_ACCOUNT, "account_id"},
         {"account_limits", BY_ACCOUNT, "account_id"},
+        {"account_ledger", BY_ACCOUNT, "account_id"},
         {"webhook_deliveries", BY_ACCOUNT, "account_id"},
         {"webhook_attempts", BY_ACCOUNT, "account_id"},
         /* Small tables that do not grow with usage. */

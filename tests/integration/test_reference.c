@@ -251,6 +251,7 @@ struct run {
 	struct testdb db;
 	struct api_proc api, api2;
 	char admin[KEY_LEN + 1];
+	int64_t now_us; /* meter-api's clock (libfaketime): an hour after the scenario's end */
 };
 
 static bool http_ok(struct run *r, const char *method, const char *path, const char *body, int want)
@@ -488,13 +489,10 @@ static void compare_month(struct run *r, const struct scenario *s, int a, const 
 		say(diff, len, "  %s: status %d\n", path, res.status);
 		return;
 	}
-	/* A draft under meter-api's grace of 90 days (2160h), final past it (the
-	 * upkeep that would store it runs at meter-api's start, before the feed, so
-	 * its figures are the ones compared). */
+	/* A draft under meter-api's grace of 90 days (2160h), final past it: never, on
+	 * meter-api's clock, an hour after the scenario's end. */
 	const char *status =
-	        (int64_t)time(NULL) * 1000000 >= meter_month_next(at(t)) + INT64_C(2160) * HOUR
-	                ? "final"
-	                : "draft";
+	        r->now_us >= meter_month_next(at(t)) + INT64_C(2160) * HOUR ? "final" : "draft";
 	cJSON *lines = cJSON_GetObjectItem(o, "lines");
 	int n = cJSON_GetArraySize(lines);
 	int64_t total = 0;
@@ -523,6 +521,190 @@ static void compare_month(struct run *r, const struct scenario *s, int a, const 
 		say(diff, len, "total %.9f\n", (double)want.total_nano / 1e9);
 	}
 	cJSON_Delete(o);
+}
+
+/* An account's figure of a month to date (name, from the answer o) against want. */
+static void same_money(cJSON *o, const char *what, const char *name, int64_t want,
+                       const char *account, char *diff, size_t len)
+{
+	int64_t got = 0;
+	bool same = o && nano(field(o, name), &got) && got == want;
+	if (!same || verbose)
+		say(diff, len, "  %s %s %s: meter %s, reference %lld nano-dollars\n",
+		    same ? "same" : "DIFFERS", account, what, o ? field(o, name) : "?",
+		    (long long)want);
+}
+
+static cJSON *call(struct run *r, const char *method, const char *path, const char *body,
+                   int *status)
+{
+	struct http_res res;
+	http_do(r->api.port, method, path, r->admin, body, body ? strlen(body) : 0, &res);
+	*status = res.status;
+	cJSON *o = res.status == 200 ? http_json(&res) : NULL;
+	http_free(&res);
+	return o;
+}
+
+/* The quota check after a cap of cap nano-dollars on the account: allowed or why not,
+ * and what account_limits, which enforcing collectors read, says of the cap. */
+static void cap_decision(struct run *r, const char *account, int64_t cap, bool reached, char *diff,
+                         size_t len)
+{
+	char path[128], body[160], q[256];
+	int st;
+	snprintf(path, sizeof path, "/v1/accounts/%s", account);
+	snprintf(body, sizeof body, "{\"monthly_spend_cap\": \"%lld.%09lld\"}",
+	         (long long)(cap / 1000000000), (long long)(cap % 1000000000));
+	cJSON_Delete(call(r, "PATCH", path, body, &st));
+	snprintf(body, sizeof body, "{\"account_id\": \"%s\", \"vcpus\": 1, \"memory_gib\": 1}",
+	         account);
+	cJSON *o = st == 200 ? call(r, "POST", "/v1/quota/check", body, &st) : NULL;
+	const char *reason = o ? field(o, "reason") : "?";
+	snprintf(q, sizeof q,
+	         "SELECT count(*) FROM account_limits WHERE account_id = '%s' AND "
+	         "spend_cap_reached",
+	         account);
+	long kept = count(r, q);
+	bool same = strcmp(reason, reached ? "spend_cap_reached" : "ok") == 0 &&
+	            kept == (reached ? 1 : 0);
+	if (!same || verbose)
+		say(diff, len,
+		    "  %s %s cap %lld nano-dollars: quota check %s, account_limits %s (the "
+		    "reference: %s)\n",
+		    same ? "same" : "DIFFERS", account, (long long)cap, reason,
+		    kept == 1 ? "reached" : "not reached", reached ? "reached" : "not reached");
+	cJSON_Delete(o);
+}
+
+/*
+ * The month to date of meter-api's month, where the account, the quota check and
+ * the forecast read it, against the reference's invoice of that month; then the
+ * spend cap's decision at exactly that figure (reached) and a nano-dollar above
+ * it (not).
+ */
+static void compare_to_date(struct run *r, const struct scenario *s, int a, char *diff, size_t len)
+{
+	const char *id = s->in.accounts[a].id;
+	int64_t month = meter_month_start(r->now_us);
+	struct ref_invoice want;
+	if (!ref_invoice(&s->in, a, month, &want)) {
+		say(diff, len, "  %s month to date: the reference overflowed\n", id);
+		return;
+	}
+	char path[160], body[160], m[16];
+	int st;
+	meter_time_format(month, m, sizeof m);
+	m[7] = '\0';
+	snprintf(body, sizeof body, "{\"account_id\": \"%s\", \"vcpus\": 1, \"memory_gib\": 1}",
+	         id);
+	cJSON *o = call(r, "POST", "/v1/quota/check", body, &st);
+	same_money(o, "quota check month to date", "month_to_date_exact", want.total_nano, id, diff,
+	           len);
+	cJSON_Delete(o);
+	snprintf(path, sizeof path, "/v1/accounts/%s", id);
+	o = call(r, "GET", path, NULL, &st);
+	same_money(o, "account month to date", "month_to_date_exact", want.total_nano, id, diff,
+	           len);
+	cJSON_Delete(o);
+	snprintf(path, sizeof path, "/v1/accounts/%s/forecast?month=%s", id, m);
+	o = call(r, "GET", path, NULL, &st);
+	same_money(o, "forecast month to date", "month_to_date_exact", want.total_nano, id, diff,
+	           len);
+	cJSON_Delete(o);
+	cap_decision(r, id, want.total_nano, true, diff, len);
+	cap_decision(r, id, want.total_nano + 1, false, diff, len);
+	snprintf(path, sizeof path, "/v1/accounts/%s", id);
+	cJSON_Delete(call(r, "PATCH", path, "{\"monthly_spend_cap\": null}", &st));
+}
+
+/* The fields of one CSV row (quotes as RFC 4180 writes them), in place; how many. */
+static int csv_fields(char *line, char **f, int max)
+{
+	int n = 0;
+	char *w = line;
+	for (char *p = line; n < max;) {
+		f[n++] = w;
+		bool quoted = *p == '"';
+		if (quoted)
+			p++;
+		for (; *p; p++) {
+			if (quoted && *p == '"' && p[1] == '"')
+				*w++ = *p++;
+			else if (quoted && *p == '"')
+				quoted = false;
+			else if (!quoted && *p == ',')
+				break;
+			else
+				*w++ = *p;
+		}
+		bool more = *p == ',';
+		*w++ = '\0';
+		if (!more)
+			break;
+		p++;
+		w = p;
+	}
+	return n;
+}
+
+/*
+ * The month's FOCUS export against the reference's invoice: its usage rows,
+ * summed per line (CPU or memory of a plan), give each line's amount, the
+ * credit row the trial line's, and all of them the total.
+ */
+static void compare_export(struct run *r, const struct scenario *s, int a, const char *month,
+                           char *diff, size_t len)
+{
+	const char *id = s->in.accounts[a].id;
+	char path[160], t[METER_TIME_BUF];
+	snprintf(t, sizeof t, "%s-01T00:00:00Z", month);
+	struct ref_invoice want;
+	if (!ref_invoice(&s->in, a, at(t), &want))
+		return; /* said by compare_month */
+	snprintf(path, sizeof path, "/v1/accounts/%s/exports/%s?format=focus", id, month);
+	struct http_res res;
+	http_do(r->api.port, "GET", path, r->admin, NULL, 0, &res);
+	int64_t line_sum[REF_LINES] = {0}, total = 0;
+	bool same = res.status == 200 && res.body != NULL;
+	int rows = 0;
+	for (char *save = NULL, *ln = same ? strtok_r(res.body, "\r\n", &save) : NULL; same && ln;
+	     ln = strtok_r(NULL, "\r\n", &save)) {
+		char *f[20];
+		if (rows++ == 0)
+			continue; /* the heading */
+		int64_t cost;
+		same = csv_fields(ln, f, 20) == 19 && nano(f[16], &cost);
+		if (!same)
+			break;
+		total += cost;
+		/* which line: "CPU, billed on measured use (plan P)", "Memory, provisioned
+		 * (plan P)", or the trial's credit */
+		const char *item = strncmp(f[6], "CPU", 3) == 0      ? "cpu"
+		                   : strncmp(f[6], "Memory", 6) == 0 ? "memory"
+		                                                     : "trial_credit";
+		char plan[REF_ID + 8] = "";
+		const char *pp = strstr(f[6], "(plan ");
+		if (pp)
+			snprintf(plan, sizeof plan, "%.*s", (int)strcspn(pp + 6, ")"), pp + 6);
+		int k = 0;
+		while (k < want.nlines && !(strcmp(want.lines[k].item, item) == 0 &&
+		                            strcmp(want.lines[k].plan, plan) == 0))
+			k++;
+		same = k < want.nlines;
+		if (same)
+			line_sum[k] += cost;
+	}
+	for (int k = 0; same && k < want.nlines; k++)
+		same = line_sum[k] == want.lines[k].amount_nano;
+	same = same && total == want.total_nano;
+	if (!same || verbose)
+		say(diff, len,
+		    "  %s %s %s export: HTTP %d, %d rows, BilledCost %lld nano-dollars, the "
+		    "reference's total %lld\n",
+		    same ? "same" : "DIFFERS", id, month, res.status, rows > 0 ? rows - 1 : 0,
+		    (long long)total, (long long)want.total_nano);
+	http_free(&res);
 }
 
 static void compare_trial(struct run *r, const struct scenario *s, int a, char *diff, size_t len)
@@ -657,6 +839,42 @@ static void compare_days(struct run *r, char *diff, size_t len)
 	PQclear(d);
 }
 
+#define FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+
+/* The environment meter-api starts in: its clock at us (libfaketime, from there on),
+ * or, for 0, the real one. False when libfaketime is missing. */
+static bool fake_clock(int64_t us)
+{
+	static char asan[512];
+	if (us == 0) {
+		unsetenv("FAKETIME");
+		unsetenv("LD_PRELOAD");
+		return true;
+	}
+	if (access(FAKETIME_LIB, R_OK) != 0) {
+		fprintf(stderr, "%s is missing: install Debian's faketime (scripts/deps.sh does)\n",
+		        FAKETIME_LIB);
+		return false;
+	}
+	char when[64];
+	time_t t = (time_t)(us / 1000000);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(when, sizeof when, "@%Y-%m-%d %H:%M:%S", &tm);
+	setenv("TZ", "UTC", 1);
+	setenv("FAKETIME", when, 1);
+	setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+	setenv("LD_PRELOAD", FAKETIME_LIB, 1);
+	/* the sanitizers' runtime wants to come first; it comes second here */
+	if (asan[0] == '\0') {
+		const char *was = getenv("ASAN_OPTIONS");
+		snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", was ? was : "",
+		         was && *was ? ":" : "");
+		setenv("ASAN_OPTIONS", asan, 1);
+	}
+	return true;
+}
+
 /* Runs one seed; true when meter and the reference agree. */
 static bool one_seed(const char *template_name, uint64_t seed, int *scenarios)
 {
@@ -665,9 +883,23 @@ static bool one_seed(const char *template_name, uint64_t seed, int *scenarios)
 	char diff[32768] = "";
 	bool ok = false;
 	generate(&s, seed);
-	if (!testdb_create_from(&r.db, "ref", template_name) || !testdb_key(&r.db, NULL, r.admin) ||
-	    !api_start(&r.api, METER_API_BIN, r.db.url, "--invoice-grace=2160h") ||
-	    !api_start(&r.api2, METER_API_BIN, r.db.url, "--invoice-grace=2160h")) {
+	/* meter-api's clock an hour after the scenario's last sample or stop: its month to
+	 * date is that month's, and the scenario the same whatever day it runs */
+	r.now_us = 0;
+	for (int i = 0; i < s.in.nsamples; i++)
+		if (s.in.samples[i].ts_us > r.now_us)
+			r.now_us = s.in.samples[i].ts_us;
+	for (int i = 0; i < s.in.nsandboxes; i++)
+		if (s.in.sandboxes[i].stopped_us > r.now_us)
+			r.now_us = s.in.sandboxes[i].stopped_us;
+	r.now_us += HOUR;
+	bool clock = fake_clock(r.now_us);
+	bool up = clock && testdb_create_from(&r.db, "ref", template_name) &&
+	          testdb_key(&r.db, NULL, r.admin) &&
+	          api_start(&r.api, METER_API_BIN, r.db.url, "--invoice-grace=2160h") &&
+	          api_start(&r.api2, METER_API_BIN, r.db.url, "--invoice-grace=2160h");
+	fake_clock(0);
+	if (!up) {
 		fprintf(stderr, "seed %llu: could not set up\n", (unsigned long long)seed);
 		goto out;
 	}
@@ -693,9 +925,12 @@ static bool one_seed(const char *template_name, uint64_t seed, int *scenarios)
 		    count(&r, "SELECT count(*) FROM rollup_queue"));
 	static const char *const months[] = {"2026-09", "2026-10", "2026-11", "2026-12"};
 	for (int a = 0; a < s.in.naccounts; a++) {
-		for (int m = 0; m < 4; m++)
+		for (int m = 0; m < 4; m++) {
 			compare_month(&r, &s, a, months[m], diff, sizeof diff);
+			compare_export(&r, &s, a, months[m], diff, sizeof diff);
+		}
 		compare_trial(&r, &s, a, diff, sizeof diff);
+		compare_to_date(&r, &s, a, diff, sizeof diff);
 	}
 	compare_month_costs(&r, diff, sizeof diff);
 	compare_days(&r, diff, sizeof diff);

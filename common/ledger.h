@@ -1,0 +1,77 @@
+/*
+ * common/ledger.h: the money of an account's month, computed in one place.
+ *
+ * A month's money is the lines its invoice has now: the month's usage per
+ * price plan (rule 6), the adjustments of earlier months whose invoices are
+ * final (the usage they have now less what final invoices billed for them),
+ * and the trial's credit (rule 8), each line priced once (meter/invoice.h).
+ * Every figure that shows a month's money comes from ledger_month: the
+ * invoice (common/invoicedb.h), the month to date of the account, of the
+ * quota check and of the dashboard, the spend cap's decision (limit notices
+ * and account_limits, common/limits.h), the forecast's month to date and the
+ * FOCUS export (common/export.h).
+ *
+ * The quota check cannot compute it on its hot path: the figure of the
+ * current month is kept in account_ledger (migrations/0040) by ledger_keep,
+ * which common/limits.c calls in every transaction that changes what the
+ * figure is computed from (a rollup batch, the trial's pass, an invoice made
+ * final, a change of the account), under ledger_lock.
+ */
+#ifndef COMMON_LEDGER_H
+#define COMMON_LEDGER_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/month.h"
+#include "meter/invoice.h"
+#include "meter/money.h"
+#include "meter/plan.h"
+
+#define LEDGER_ROWS_MAX (4 * MONTH_PLANS_MAX)
+
+/* What one month's lines bill of one plan: the quantities a final invoice records
+ * (invoice_quantities), for its own month or for an earlier one it adjusts. */
+struct ledger_row {
+	int64_t for_month, plan_id;
+	struct meter_usage used, covered;
+};
+
+struct ledger {
+	struct meter_invoice inv; /* the lines, and their exact total */
+	struct ledger_row rows[LEDGER_ROWS_MAX];
+	size_t nrows;
+	bool found; /* false: no such account */
+};
+
+/*
+ * The lines of account's month (starting at month_us, UTC) now: its usage,
+ * counting only intervals that end by until_us when it is not 0 (the month
+ * to date as it stood then), then the adjustments of every earlier final
+ * month. plans are all price plans (the lines point into them). Reads in the
+ * caller's transaction, if any. False with err when the database fails or a
+ * figure does not fit; out->found false when there is no such account.
+ */
+bool ledger_month(PGconn *c, const char *account, int64_t month_us, int64_t until_us,
+                  const struct meter_plan *plans, size_t nplans, struct ledger *out, char *err,
+                  size_t errlen);
+
+/*
+ * Takes, in the caller's transaction, the ledger locks of the accounts in
+ * accounts (an SQL text[] literal), in one order whoever takes them: a
+ * figure kept under them was computed from everything committed before.
+ */
+bool ledger_lock(PGconn *c, const char *accounts, char *err, size_t errlen);
+
+/*
+ * Keeps month_to_date as account's figure for the month starting at
+ * month_us (account_ledger), when it differs from the one kept (kept_month,
+ * kept: what the row says, kept_month 0 for no row). Call it under the
+ * account's ledger lock, in the transaction that changed the figure.
+ */
+bool ledger_keep(PGconn *c, const char *account, int64_t month_us, meter_money month_to_date,
+                 int64_t kept_month, meter_money kept, char *err, size_t errlen);
+
+#endif
