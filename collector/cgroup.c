@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "meter/checked.h"
+#include "meter/plan.h"
 
 /* Large enough for memory.stat of a v2 cgroup (about 1.5 KB on Linux 6). */
 #define CG_BUF 8192
@@ -225,15 +226,8 @@ bool cg_v1_quota_millicores(int64_t quota, int64_t period, int64_t *out)
 		*out = CG_ABSENT;
 		return true;
 	}
-	if (period <= 0 || quota == 0)
-		return false;
-	int64_t m;
-	if (!ck_mul(quota, 1000, &m))
-		return false;
-	*out = m / period;
-	if (*out == 0) /* a quota below a thousandth of a CPU */
-		*out = 1;
-	return true;
+	/* rounded up (meter/plan.h): a sandbox is never sized below what it may use */
+	return meter_vcpus_of_quota(quota, period, out) == METER_OK;
 }
 
 bool cg_parse_cpu_max(const char *buf, size_t len, int64_t *out)

@@ -8,8 +8,7 @@
 
 #include "collector/match.h"
 #include "common/ids.h"
-
-#define GIB (INT64_C(1) << 30)
+#include "meter/plan.h"
 
 /* The string member name of o, or NULL. */
 static const char *str(const cJSON *o, const char *name)
@@ -115,10 +114,15 @@ bool oci_config_target(const char *config, const cJSON *state_ann, struct matche
 	}
 	if (period == 0)
 		period = 100000; /* the kernel's default period */
-	/* rounded up: a sandbox is never sized below what it may use */
-	t->vcpus_milli = quota ? (quota * 1000 + period - 1) / period : 0;
-	t->memory_milli =
-	        limit ? (limit * 1000 + GIB - 1) / GIB : 0; /* limit <= 2^50: no overflow */
+	/* rounded up (meter/plan.h): a sandbox is never sized below what it may use */
+	t->vcpus_milli = t->memory_milli = 0;
+	if ((quota && meter_vcpus_of_quota(quota, period, &t->vcpus_milli) != METER_OK) ||
+	    (limit && meter_mgib_of_bytes(limit, &t->memory_milli) != METER_OK)) {
+		snprintf(err, errlen,
+		         "linux.resources of the bundle's config.json holds a CPU "
+		         "quota or memory limit that does not fit");
+		goto out;
+	}
 	ok = true;
 out:
 	cJSON_Delete(c);

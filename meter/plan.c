@@ -20,6 +20,28 @@ enum meter_status meter_size_check(const struct meter_size *s)
 	return METER_OK;
 }
 
+/* ceil(a x 1000 / b) for a, b >= 1, in 128 bits */
+static enum meter_status thousandths_up(int64_t a, int64_t b, int64_t *out)
+{
+	if (a < 1 || b < 1)
+		return METER_EINVAL;
+	meter_i128 q = ((meter_i128)a * METER_MILLI + b - 1) / b;
+	if (q > INT64_MAX)
+		return METER_EOVERFLOW;
+	*out = (int64_t)q;
+	return METER_OK;
+}
+
+enum meter_status meter_vcpus_of_quota(int64_t quota_us, int64_t period_us, int64_t *vcpu_milli)
+{
+	return thousandths_up(quota_us, period_us, vcpu_milli);
+}
+
+enum meter_status meter_mgib_of_bytes(int64_t bytes, int64_t *mem_mgib)
+{
+	return thousandths_up(bytes, INT64_C(1) << 30, mem_mgib);
+}
+
 const struct meter_plan *meter_plan_at(const struct meter_plan *plans, size_t n, int64_t end_us)
 {
 	/* Binary search for the last plan with effective_from < end_us. */

@@ -59,6 +59,18 @@ enum meter_status meter_plan_check(const struct meter_plan *p);
 enum meter_status meter_size_check(const struct meter_size *s);
 
 /*
+ * A size from a cgroup's or a runtime's limits, never below what they let the
+ * sandbox use: a CPU quota of quota_us per period_us as vCPUs, and a memory
+ * limit in bytes as GiB, each rounded up to the thousandth (cpu.max
+ * "33334 100000" is 0.334 vCPU, not 0.333). METER_EINVAL for a quota, period
+ * or limit below 1, METER_EOVERFLOW when the result does not fit. The
+ * collector (registration from a cgroup's limits) and meter-hook (an OCI
+ * bundle's resources) both size sandboxes with these.
+ */
+enum meter_status meter_vcpus_of_quota(int64_t quota_us, int64_t period_us, int64_t *vcpu_milli);
+enum meter_status meter_mgib_of_bytes(int64_t bytes, int64_t *mem_mgib);
+
+/*
  * The plan in force for an interval that ends at end_us: the one with the
  * latest effective_from before end_us. plans must be sorted by effective_from,
  * ascending. NULL when no plan was in force yet.

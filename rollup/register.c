@@ -73,11 +73,11 @@ bool ru_auto_register(PGconn *c, struct job *j, bool *done, char *err, size_t er
 		not_registered(j, why);
 		return true;
 	}
-	/* vCPUs: the millicores; memory: bytes to milli-GiB, rounded up. */
-	struct meter_size size = {.vcpu_milli = millicores};
-	meter_i128 mgib = ((meter_i128)bytes * 1000 + (INT64_C(1) << 30) - 1) >> 30;
-	size.mem_mgib = good && mgib <= INT64_MAX ? (int64_t)mgib : -1;
-	if (!good || meter_size_check(&size) != METER_OK) {
+	/* vCPUs: the millicores (rounded up from the quota by the collector); memory: bytes
+	 * to milli-GiB, rounded up (meter/plan.h). */
+	struct meter_size size = {.vcpu_milli = millicores, .mem_mgib = -1};
+	if (!good || meter_mgib_of_bytes(bytes, &size.mem_mgib) != METER_OK ||
+	    meter_size_check(&size) != METER_OK) {
 		snprintf(
 		        why, sizeof why,
 		        "cannot register from its cgroup's limits: %lld millicores of CPU and %lld "

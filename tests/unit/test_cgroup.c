@@ -70,6 +70,15 @@ static void single_numbers_limits_and_quotas(void **state)
 	assert_true(cg_v1_quota_millicores(150000, 100000, &v));
 	assert_int_equal(v, 1500);
 	assert_false(cg_v1_quota_millicores(1000, 0, &v));
+	/* rounded up to the thousandth, never below what the quota lets it use: a sandbox
+	 * at its full quota is not capped below its use (rule 4), as meter-hook sizes it */
+	assert_true(cg_parse_cpu_max(P("33334 100000\n"), &v));
+	assert_int_equal(v, 334);
+	assert_true(cg_v1_quota_millicores(33333, 100000, &v));
+	assert_int_equal(v, 334);
+	assert_true(cg_v1_quota_millicores(1, 100000, &v)); /* below a thousandth */
+	assert_int_equal(v, 1);
+	assert_true(cg_v1_quota_millicores(INT64_MAX, 1, &v) == false);
 }
 
 /* A fake tree per test, removed by teardown even when the test fails. */
