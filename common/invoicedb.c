@@ -8,7 +8,6 @@
 #include "common/ledger.h"
 #include "common/limits.h"
 #include "common/log.h"
-#include "common/month.h"
 #include "common/plans.h"
 #include "meter/checked.h"
 #include "meter/decimal.h"
@@ -28,8 +27,8 @@ void invoice_doc_free(struct invoice_doc *d)
 }
 
 static bool store(PGconn *c, const char *account, int64_t month_us, meter_money total,
-                  const struct invoice_doc *d, const struct ledger_row *rows, size_t n, char *err,
-                  size_t errlen)
+                  const struct invoice_doc *d, const struct meter_billed_row *rows, size_t n,
+                  char *err, size_t errlen)
 {
 	char m[24], t[METER_MONEY_BUF];
 	snprintf(m, sizeof m, "%lld", (long long)month_us);
@@ -45,7 +44,7 @@ static bool store(PGconn *c, const char *account, int64_t month_us, meter_money 
 	PQclear(r);
 	for (size_t i = 0; i < n; i++) {
 		char v[8][METER_QTY_BUF];
-		snprintf(v[0], sizeof v[0], "%lld", (long long)rows[i].for_month);
+		snprintf(v[0], sizeof v[0], "%lld", (long long)rows[i].for_month_us);
 		snprintf(v[1], sizeof v[1], "%lld", (long long)rows[i].plan_id);
 		db_q_text(rows[i].used.cpu_billed_us, v[2], sizeof v[2]);
 		db_q_text(rows[i].used.mem_mgib_us, v[3], sizeof v[3]);

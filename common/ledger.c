@@ -1,169 +1,317 @@
 #include "common/ledger.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/db.h"
 #include "meter/checked.h"
 #include "meter/decimal.h"
+#include "meter/timefmt.h"
 
 #define TS(n)       "('epoch'::timestamptz + (" n ")::bigint * interval '1 microsecond')"
 #define MONTH_OF(n) "(" TS(n) " AT TIME ZONE 'UTC')::date"
+#define EPOCH(d)    "(extract(epoch FROM (" d ")::timestamp) * 1000000)::bigint"
+#define SUMS                                                                                       \
+	"sum(cpu_measured_us), sum(cpu_billed_us), sum(busy_us), sum(idle_us), sum(wall_us), "     \
+	"sum(memory_mgib_us)"
+
+/* clang-format off */
+
+/* $1 accounts (text[]): id, grant (µs), the hour its grant ran out in (µs, NULL: not yet). */
+static const char accounts_sql[] =
+	"SELECT a.id, a.trial_grant_seconds * 1000000, " EPOCH("t.hour AT TIME ZONE 'UTC'") " "
+	"FROM accounts a LEFT JOIN trial_crossing t ON t.account_id = a.id "
+	"AND t.account_id = ANY ($1::text[]) WHERE a.id = ANY ($1::text[])";
+
+/* Usage per month and plan: every month up to $2 (µs) whole, from account_month; with a
+ * bound $3 (µs), $2's month from its hours before that bound instead. Rows: account,
+ * month (µs), plan, six sums. */
+static const char used_sql[] =
+	"SELECT account_id, " EPOCH("month") ", price_plan_id, cpu_measured_us, cpu_billed_us, "
+	"busy_us, idle_us, wall_us, memory_mgib_us FROM account_month "
+	"WHERE account_id = ANY ($1::text[]) AND month <= " MONTH_OF("$2");
+static const char used_until_sql[] =
+	"SELECT account_id, " EPOCH("month") ", price_plan_id, cpu_measured_us, cpu_billed_us, "
+	"busy_us, idle_us, wall_us, memory_mgib_us FROM account_month "
+	"WHERE account_id = ANY ($1::text[]) AND month < " MONTH_OF("$2") " "
+	"UNION ALL SELECT account_id, $2::bigint, price_plan_id, " SUMS " FROM usage_hourly "
+	"WHERE account_id = ANY ($1::text[]) AND hour >= " TS("$2") " AND hour < " TS("$3") " "
+	"GROUP BY account_id, price_plan_id";
+
+/* The months before $2 with a final invoice, and what final invoices billed for each per
+ * plan. Rows: account, month (µs), plan (NULL: a final invoice of that month), billed
+ * CPU, memory and sandbox time, and the covered part of each. */
+static const char billed_sql[] =
+	"SELECT account_id, " EPOCH("for_month") ", price_plan_id, sum(cpu_billed_us), "
+	"sum(memory_mgib_us), sum(wall_us), sum(covered_cpu_billed_us), "
+	"sum(covered_memory_mgib_us), sum(covered_wall_us) FROM invoice_quantities "
+	"WHERE account_id = ANY ($1::text[]) AND for_month < " MONTH_OF("$2") " "
+	"GROUP BY account_id, for_month, price_plan_id "
+	"UNION ALL SELECT account_id, " EPOCH("month") ", NULL, 0, 0, 0, 0, 0, 0 FROM invoices "
+	"WHERE account_id = ANY ($1::text[]) AND month < " MONTH_OF("$2");
+
+/* Where the grant ran out in a month up to $2's: that month's hours before the crossing
+ * hour, and the crossing hour's covered part (trial_cover). Rows: kind ('b' or 'c'),
+ * account, plan, six sums. The hours before the crossing hold at most the grant's time. */
+static const char crossing_sql[] =
+	"SELECT 'b', u.account_id, u.price_plan_id, " SUMS " FROM trial_crossing t "
+	"JOIN usage_hourly u ON u.account_id = t.account_id "
+	"WHERE t.account_id = ANY ($1::text[]) AND u.account_id = ANY ($1::text[]) "
+	"AND t.hour < " TS("$2") " "
+	"AND u.hour >= date_trunc('month', t.hour AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' "
+	"AND u.hour < t.hour GROUP BY u.account_id, u.price_plan_id "
+	"UNION ALL SELECT 'c', account_id, price_plan_id, cpu_measured_us, cpu_billed_us, "
+	"busy_us, idle_us, wall_us, memory_mgib_us FROM trial_cover "
+	"WHERE account_id = ANY ($1::text[])";
+
+/* clang-format on */
+
+struct ledger_account {
+	char id[160];
+	int64_t grant_us, crossing_us;
+	size_t first, n; /* its rows in set->rows */
+};
+
+struct ledger_set {
+	int64_t month_us, hours_end_us;
+	struct ledger_account *accounts;
+	size_t naccounts;
+	struct meter_ledger_row *rows; /* grouped by account, in the order of accounts */
+	size_t nrows;
+};
+
+void ledger_set_free(struct ledger_set *s)
+{
+	if (s == NULL)
+		return;
+	free(s->accounts);
+	free(s->rows);
+	free(s);
+}
 
 static bool col(const PGresult *r, int row, int c, int64_t *out)
 {
 	return meter_decimal_parse(PQgetvalue(r, row, c), 0, true, out) == METER_OK;
 }
 
-/* a -= b, for the quantities an invoice bills (billed CPU, memory, sandbox time). */
-static bool sub(struct meter_usage *a, const struct meter_usage *b)
+static struct ledger_account *account_of(struct ledger_set *s, const char *id)
 {
-	return ck_sub_q(a->cpu_billed_us, b->cpu_billed_us, &a->cpu_billed_us) &&
-	       ck_sub_q(a->mem_mgib_us, b->mem_mgib_us, &a->mem_mgib_us) &&
-	       ck_sub_q(a->wall_us, b->wall_us, &a->wall_us);
-}
-
-static bool nonzero(const struct meter_usage *u)
-{
-	return u->cpu_billed_us || u->mem_mgib_us || u->wall_us;
-}
-
-static const struct meter_plan *plan_by_id(const struct meter_plan *plans, size_t n, int64_t id)
-{
-	for (size_t i = 0; i < n; i++)
-		if (plans[i].id == id)
-			return &plans[i];
+	for (size_t i = 0; i < s->naccounts; i++)
+		if (strcmp(s->accounts[i].id, id) == 0)
+			return &s->accounts[i];
 	return NULL;
 }
 
-static bool add_row(struct ledger *l, int64_t for_month, int64_t plan,
-                    const struct meter_usage *used, const struct meter_usage *covered, char *err,
-                    size_t errlen)
+/* The rows read, one per result row, with their account (by index) into *rows. */
+struct pending {
+	size_t account;
+	struct meter_ledger_row row;
+};
+
+/* Reads the rows of one statement's result into p (grown), kind by kind. */
+static bool take_rows(struct ledger_set *s, const PGresult *r, int which, struct pending **p,
+                      size_t *n, size_t *cap)
 {
-	if (l->nrows == LEDGER_ROWS_MAX) {
-		snprintf(err, errlen, "too many adjustments for one invoice");
-		return false;
+	for (int i = 0; i < PQntuples(r); i++) {
+		struct meter_ledger_row row = {0};
+		int base = which == 3 ? 1 : 0; /* crossing rows lead with their kind */
+		struct ledger_account *a = account_of(s, PQgetvalue(r, i, base));
+		if (a == NULL)
+			continue; /* an account that is not there any more */
+		bool ok = true;
+		if (which == 1) { /* used: account, month, plan, six sums */
+			row.kind = METER_LEDGER_USED;
+			ok = col(r, i, 1, &row.month_us) && col(r, i, 2, &row.plan_id) &&
+			     db_col_usage(r, i, 3, &row.u);
+		} else if (which == 2) { /* billed, or a final invoice */
+			ok = col(r, i, 1, &row.month_us);
+			if (PQgetisnull(r, i, 2)) {
+				row.kind = METER_LEDGER_FINAL;
+			} else {
+				row.kind = METER_LEDGER_BILLED;
+				ok = ok && col(r, i, 2, &row.plan_id) &&
+				     db_col_q(r, i, 3, &row.u.cpu_billed_us) &&
+				     db_col_q(r, i, 4, &row.u.mem_mgib_us) &&
+				     db_col_q(r, i, 5, &row.u.wall_us) &&
+				     db_col_q(r, i, 6, &row.covered.cpu_billed_us) &&
+				     db_col_q(r, i, 7, &row.covered.mem_mgib_us) &&
+				     db_col_q(r, i, 8, &row.covered.wall_us);
+			}
+		} else { /* before the crossing hour, or its cover: of the crossing's month */
+			if (a->crossing_us == METER_TIME_NONE)
+				continue;
+			row.kind = PQgetvalue(r, i, 0)[0] == 'b' ? METER_LEDGER_BEFORE
+			                                         : METER_LEDGER_COVER;
+			row.month_us = meter_month_start(a->crossing_us);
+			ok = col(r, i, 2, &row.plan_id) && db_col_usage(r, i, 3, &row.u);
+		}
+		if (!ok)
+			return false;
+		if (*n == *cap) {
+			size_t more = *cap ? 2 * *cap : 64;
+			struct pending *q = realloc(*p, more * sizeof *q);
+			if (q == NULL)
+				return false;
+			*p = q;
+			*cap = more;
+		}
+		(*p)[(*n)++] = (struct pending){.account = (size_t)(a - s->accounts), .row = row};
 	}
-	l->rows[l->nrows++] = (struct ledger_row){
-	        .for_month = for_month, .plan_id = plan, .used = *used, .covered = *covered};
 	return true;
 }
 
-/* The usage final month f has now less what final invoices billed for it, per plan, into
- * delta (room for MONTH_PLANS_MAX); *nd how many. */
-static bool month_delta(PGconn *c, const char *account, int64_t f, const struct meter_plan *plans,
-                        size_t nplans, struct meter_plan_usage *delta, size_t *nd, char *err,
-                        size_t errlen)
+bool ledger_load(PGconn *c, const char *accounts, int64_t month_us, int64_t until_us,
+                 struct ledger_set **out, char *err, size_t errlen)
 {
-	struct month_usage now;
-	if (!month_usage_load(c, account, f, 0, plans, nplans, &now, err, errlen))
+	struct ledger_set *s = calloc(1, sizeof *s);
+	struct pending *p = NULL;
+	size_t np = 0, cap = 0;
+	PGresult *r = NULL;
+	bool ok = false;
+	*out = NULL;
+	if (s == NULL) {
+		snprintf(err, errlen, "the month's money cannot be computed: out of memory");
 		return false;
-	char fs[24];
-	snprintf(fs, sizeof fs, "%lld", (long long)f);
-	const char *bp[] = {account, fs};
-	PGresult *b =
-	        db_query(c,
-	                 "SELECT price_plan_id, sum(cpu_billed_us), sum(memory_mgib_us), "
-	                 "sum(wall_us), sum(covered_cpu_billed_us), "
-	                 "sum(covered_memory_mgib_us), sum(covered_wall_us) "
-	                 "FROM invoice_quantities WHERE account_id = $1 "
-	                 "AND for_month = " MONTH_OF("$2") " GROUP BY price_plan_id",
-	                 2, bp, PGRES_TUPLES_OK, "could not read final invoices", err, errlen);
-	if (b == NULL)
-		return false;
-	*nd = 0;
-	for (size_t k = 0; k < now.n; k++)
-		delta[(*nd)++] = now.plans[k];
-	bool ok = true;
-	for (int r = 0; ok && r < PQntuples(b); r++) {
-		int64_t plan;
-		struct meter_usage used = {0}, cov = {0};
-		ok = col(b, r, 0, &plan) && db_col_q(b, r, 1, &used.cpu_billed_us) &&
-		     db_col_q(b, r, 2, &used.mem_mgib_us) && db_col_q(b, r, 3, &used.wall_us) &&
-		     db_col_q(b, r, 4, &cov.cpu_billed_us) && db_col_q(b, r, 5, &cov.mem_mgib_us) &&
-		     db_col_q(b, r, 6, &cov.wall_us);
-		size_t k = 0;
-		while (ok && k < *nd && delta[k].plan->id != plan)
-			k++;
-		if (ok && k == *nd) {
-			const struct meter_plan *pl = plan_by_id(plans, nplans, plan);
-			if (pl == NULL || *nd == MONTH_PLANS_MAX) {
-				ok = false;
-				break;
-			}
-			delta[(*nd)++] = (struct meter_plan_usage){.plan = pl};
-		}
-		ok = ok && sub(&delta[k].used, &used) && sub(&delta[k].covered, &cov);
 	}
-	PQclear(b);
-	if (!ok)
-		snprintf(err, errlen, "the adjustments of a final month cannot be computed");
+	s->month_us = month_us;
+	s->hours_end_us = meter_month_next(month_us);
+	/* part of the month: the hour buckets whose intervals all end by until_us (a bucket h
+	 * holds ends in (h, h + 1 h]) */
+	bool part = until_us > 0 && until_us < s->hours_end_us;
+	if (part)
+		s->hours_end_us = until_us - METER_US_PER_HOUR + 1;
+	char m[24], e[24];
+	snprintf(m, sizeof m, "%lld", (long long)month_us);
+	snprintf(e, sizeof e, "%lld", (long long)s->hours_end_us);
+	const char *pa[] = {accounts, m, e};
+	r = db_query(c, accounts_sql, 1, pa, PGRES_TUPLES_OK, "could not read the accounts", err,
+	             errlen);
+	if (r == NULL)
+		goto out;
+	s->naccounts = (size_t)PQntuples(r);
+	s->accounts = calloc(s->naccounts ? s->naccounts : 1, sizeof *s->accounts);
+	if (s->accounts == NULL)
+		goto oom;
+	for (size_t i = 0; i < s->naccounts; i++) {
+		struct ledger_account *a = &s->accounts[i];
+		snprintf(a->id, sizeof a->id, "%s", PQgetvalue(r, (int)i, 0));
+		a->crossing_us = METER_TIME_NONE;
+		if (!col(r, (int)i, 1, &a->grant_us) ||
+		    (!PQgetisnull(r, (int)i, 2) && !col(r, (int)i, 2, &a->crossing_us))) {
+			snprintf(err, errlen, "account %s has a malformed grant or crossing",
+			         a->id);
+			goto out;
+		}
+	}
+	PQclear(r);
+	r = NULL;
+	/* the months' usage, what final invoices billed, the crossing's month; the last up to
+	 * the month's end, whatever the bound */
+	char next[24];
+	snprintf(next, sizeof next, "%lld", (long long)meter_month_next(month_us));
+	const char *crossing_p[] = {accounts, next};
+	const struct {
+		const char *sql, *what;
+		int n;
+		const char *const *params;
+	} reads[] = {{part ? used_until_sql : used_sql, "could not read the months' usage",
+	              part ? 3 : 2, pa},
+	             {billed_sql, "could not read final invoices", 2, pa},
+	             {crossing_sql, "could not read the trial's crossing", 2, crossing_p}};
+	for (int k = 0; k < 3 && s->naccounts > 0; k++) {
+		r = db_query(c, reads[k].sql, reads[k].n, reads[k].params, PGRES_TUPLES_OK,
+		             reads[k].what, err, errlen);
+		if (r == NULL)
+			goto out;
+		if (!take_rows(s, r, k + 1, &p, &np, &cap)) {
+			snprintf(err, errlen,
+			         "the month's money cannot be computed: a malformed "
+			         "row, or out of memory");
+			goto out;
+		}
+		PQclear(r);
+		r = NULL;
+	}
+	/* grouped by account */
+	s->rows = calloc(np ? np : 1, sizeof *s->rows);
+	if (s->rows == NULL)
+		goto oom;
+	for (size_t k = 0; k < s->naccounts; k++) {
+		s->accounts[k].first = s->nrows;
+		for (size_t i = 0; i < np; i++)
+			if (p[i].account == k)
+				s->rows[s->nrows++] = p[i].row;
+		s->accounts[k].n = s->nrows - s->accounts[k].first;
+	}
+	ok = true;
+	goto out;
+oom:
+	snprintf(err, errlen, "the month's money cannot be computed: out of memory");
+out:
+	PQclear(r);
+	free(p);
+	if (ok)
+		*out = s;
+	else
+		ledger_set_free(s);
 	return ok;
 }
 
-/* Adds the adjustment lines of every final month before month_us to l. */
-static bool adjustments(PGconn *c, const char *account, int64_t month_us,
-                        const struct meter_plan *plans, size_t nplans, struct ledger *l, char *err,
-                        size_t errlen)
+bool ledger_of(const struct ledger_set *s, const char *account, const struct meter_plan *plans,
+               size_t nplans, struct ledger *out, char *err, size_t errlen)
 {
-	char m[24];
-	snprintf(m, sizeof m, "%lld", (long long)month_us);
-	const char *p[] = {account, m};
-	PGresult *months = db_query(
-	        c,
-	        "SELECT DISTINCT (extract(epoch FROM for_month::timestamp) * 1000000)::bigint "
-	        "FROM invoice_quantities WHERE account_id = $1 AND for_month < " MONTH_OF(
-	                "$2") " "
-	                      "UNION SELECT (extract(epoch FROM month::timestamp) * "
-	                      "1000000)::bigint "
-	                      "FROM invoices WHERE account_id = $1 AND month < " MONTH_OF(
-	                              "$2") " ORDER BY 1",
-	        2, p, PGRES_TUPLES_OK, "could not read final invoices", err, errlen);
-	if (months == NULL)
-		return false;
-	bool ok = true;
-	for (int i = 0; ok && i < PQntuples(months); i++) {
-		int64_t f;
-		struct meter_plan_usage delta[MONTH_PLANS_MAX], changed[MONTH_PLANS_MAX];
-		size_t nd = 0, nc = 0;
-		ok = col(months, i, 0, &f) &&
-		     month_delta(c, account, f, plans, nplans, delta, &nd, err, errlen);
-		for (size_t k = 0; ok && k < nd; k++)
-			if (nonzero(&delta[k].used) || nonzero(&delta[k].covered)) {
-				changed[nc++] = delta[k];
-				ok = add_row(l, f, delta[k].plan->id, &delta[k].used,
-				             &delta[k].covered, err, errlen);
-			}
-		if (ok && nc && meter_invoice_adjust(&l->inv, f, changed, nc) != METER_OK) {
-			snprintf(err, errlen,
-			         "the adjustments of a final month cannot be computed");
-			ok = false;
-		}
-	}
-	PQclear(months);
-	return ok;
+	memset(out, 0, sizeof *out);
+	const struct ledger_account *a = account_of((struct ledger_set *)s, account);
+	if (a == NULL)
+		return true; /* no such account: found stays false */
+	out->found = true;
+	struct meter_ledger_account in = {.grant_us = a->grant_us,
+	                                  .crossing_hour_us = a->crossing_us,
+	                                  .rows = s->rows + a->first,
+	                                  .nrows = a->n};
+	enum meter_status st =
+	        meter_ledger_lines(&in, s->month_us, s->hours_end_us, plans, nplans, &out->inv,
+	                           out->rows, &out->nrows, LEDGER_ROWS_MAX);
+	if (st == METER_OK)
+		return true;
+	snprintf(err, errlen, "the money of account %s's month cannot be computed: %s", account,
+	         st == METER_ENOPLAN ? "a price plan it was billed under is gone"
+	                             : meter_strerror(st));
+	return false;
 }
 
 bool ledger_month(PGconn *c, const char *account, int64_t month_us, int64_t until_us,
                   const struct meter_plan *plans, size_t nplans, struct ledger *out, char *err,
                   size_t errlen)
 {
-	struct month_usage mu;
+	char lit[400];
+	struct ledger_set *s;
 	memset(out, 0, sizeof *out);
-	if (!month_usage_load(c, account, month_us, until_us, plans, nplans, &mu, err, errlen))
-		return false;
-	out->found = mu.found;
-	if (!mu.found)
-		return true;
-	if (meter_invoice_build(mu.plans, mu.n, &out->inv) != METER_OK) {
-		snprintf(err, errlen, "the month's lines cannot be computed");
+	if (!ledger_accounts(&account, 1, lit, sizeof lit)) {
+		snprintf(err, errlen, "account id \"%s\" is too long", account);
 		return false;
 	}
-	for (size_t i = 0; i < mu.n; i++)
-		if (!add_row(out, month_us, mu.plans[i].plan->id, &mu.plans[i].used,
-		             &mu.plans[i].covered, err, errlen))
-			return false;
-	return adjustments(c, account, month_us, plans, nplans, out, err, errlen);
+	if (!ledger_load(c, lit, month_us, until_us, &s, err, errlen))
+		return false;
+	bool ok = ledger_of(s, account, plans, nplans, out, err, errlen);
+	ledger_set_free(s);
+	return ok;
+}
+
+bool ledger_accounts(const char *const *ids, size_t n, char *out, size_t len)
+{
+	/* ids are meter ids (letters, digits and ._:-): nothing in them needs quoting */
+	size_t at = 0;
+	int w = snprintf(out, len, "{");
+	for (size_t i = 0; w >= 0 && (size_t)w < len - at && i < n; i++) {
+		at += (size_t)w;
+		w = snprintf(out + at, len - at, "%s\"%s\"", i ? "," : "", ids[i]);
+	}
+	if (w < 0 || (size_t)w >= len - at)
+		return false;
+	at += (size_t)w;
+	return snprintf(out + at, len - at, "}") == 1;
 }
 
 bool ledger_lock(PGconn *c, const char *accounts, char *err, size_t errlen)

@@ -25,23 +25,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/month.h"
 #include "meter/invoice.h"
+#include "meter/ledger.h"
 #include "meter/money.h"
 #include "meter/plan.h"
 
-#define LEDGER_ROWS_MAX (4 * MONTH_PLANS_MAX)
-
-/* What one month's lines bill of one plan: the quantities a final invoice records
- * (invoice_quantities), for its own month or for an earlier one it adjusts. */
-struct ledger_row {
-	int64_t for_month, plan_id;
-	struct meter_usage used, covered;
-};
+#define LEDGER_ROWS_MAX (4 * METER_LEDGER_PLANS)
 
 struct ledger {
-	struct meter_invoice inv; /* the lines, and their exact total */
-	struct ledger_row rows[LEDGER_ROWS_MAX];
+	struct meter_invoice inv;                      /* the lines, and their exact total */
+	struct meter_billed_row rows[LEDGER_ROWS_MAX]; /* what they bill, per month and plan */
 	size_t nrows;
 	bool found; /* false: no such account */
 };
@@ -50,13 +43,30 @@ struct ledger {
  * The lines of account's month (starting at month_us, UTC) now: its usage,
  * counting only intervals that end by until_us when it is not 0 (the month
  * to date as it stood then), then the adjustments of every earlier final
- * month. plans are all price plans (the lines point into them). Reads in the
- * caller's transaction, if any. False with err when the database fails or a
- * figure does not fit; out->found false when there is no such account.
+ * month (meter/ledger.h). plans are all price plans (the lines point into
+ * them). Reads in the caller's transaction, if any. False with err when the
+ * database fails or a figure does not fit; out->found false when there is no
+ * such account.
  */
 bool ledger_month(PGconn *c, const char *account, int64_t month_us, int64_t until_us,
                   const struct meter_plan *plans, size_t nplans, struct ledger *out, char *err,
                   size_t errlen);
+
+/*
+ * The same for many accounts at the cost of four reads: ledger_load reads
+ * what the months of the accounts in accounts (a text[] literal) are
+ * computed from (NULL with err when it fails), ledger_of computes one
+ * account's, and ledger_set_free (NULL-safe) frees what was read.
+ */
+struct ledger_set;
+bool ledger_load(PGconn *c, const char *accounts, int64_t month_us, int64_t until_us,
+                 struct ledger_set **out, char *err, size_t errlen);
+bool ledger_of(const struct ledger_set *s, const char *account, const struct meter_plan *plans,
+               size_t nplans, struct ledger *out, char *err, size_t errlen);
+void ledger_set_free(struct ledger_set *s);
+
+/* The accounts' ids as a text[] literal into out; false when it does not fit. */
+bool ledger_accounts(const char *const *ids, size_t n, char *out, size_t len);
 
 /*
  * Takes, in the caller's transaction, the ledger locks of the accounts in

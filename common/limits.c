@@ -49,7 +49,7 @@ static bool limits_keep(PGconn *c, const char *account, bool trial_exhausted, bo
 	return r != NULL;
 }
 
-/* What limits_check_row needs of accounts ACCOUNTS (an SQL text[] expression), a row
+/* What check_row needs of accounts ACCOUNTS (an SQL text[] expression), a row
  * per account that exists: its id, trial grant (µs), spend cap, wall time used over
  * every month (µs), whether its trial's end was announced, whether it is on the trial
  * plan, the account_limits row kept for it and its account_ledger row (NULLs when there
@@ -74,49 +74,10 @@ static bool limits_keep(PGconn *c, const char *account, bool trial_exhausted, bo
 	"  AND g.account_id = ANY (" ACCOUNTS ") "                                                 \
 	"WHERE a.id = ANY (" ACCOUNTS ")"
 
-PGresult *limits_read(PGconn *c, const char *accounts, char *err, size_t errlen)
-{
-	const char *p[] = {accounts};
-	if (!ledger_lock(c, accounts, err, errlen))
-		return NULL;
-	return db_query(c, LIMITS_READ_SQL("$1::text[]"), 1, p, PGRES_TUPLES_OK,
-	                "could not read the accounts' limits", err, errlen);
-}
-
-bool limits_check_usage(PGconn *c, const char *account, int64_t now_us,
-                        const struct meter_plan *plans, size_t nplans, char *err, size_t errlen)
-{
-	char lit[400];
-	if (!limits_accounts(&account, 1, lit, sizeof lit)) {
-		snprintf(err, errlen, "account id \"%s\" is too long", account);
-		return false;
-	}
-	PGresult *r = limits_read(c, lit, err, errlen);
-	if (r == NULL)
-		return false;
-	bool ok =
-	        PQntuples(r) != 1 || limits_check_row(c, r, 0, now_us, plans, nplans, err, errlen);
-	PQclear(r);
-	return ok;
-}
-
-bool limits_accounts(const char *const *ids, size_t n, char *out, size_t len)
-{
-	/* ids are meter ids (letters, digits and ._:-): nothing in them needs quoting */
-	size_t at = 0;
-	int w = snprintf(out, len, "{");
-	for (size_t i = 0; w >= 0 && (size_t)w < len - at && i < n; i++) {
-		at += (size_t)w;
-		w = snprintf(out + at, len - at, "%s\"%s\"", i ? "," : "", ids[i]);
-	}
-	if (w < 0 || (size_t)w >= len - at)
-		return false;
-	at += (size_t)w;
-	return snprintf(out + at, len - at, "}") == 1;
-}
-
-bool limits_check_row(PGconn *c, const PGresult *r, int row, int64_t now_us,
-                      const struct meter_plan *plans, size_t nplans, char *err, size_t errlen)
+/* Checks the account of row of LIMITS_READ_SQL's result r, its month's money in s. */
+static bool check_row(PGconn *c, const PGresult *r, int row, int64_t now_us,
+                      const struct ledger_set *s, const struct meter_plan *plans, size_t nplans,
+                      char *err, size_t errlen)
 {
 	const char *account = PQgetvalue(r, row, 0);
 	int64_t grant = 0, used = 0, kept_month = 0, ledger_month_us = 0;
@@ -149,7 +110,7 @@ bool limits_check_row(PGconn *c, const PGresult *r, int row, int64_t now_us,
 	/* Month to date: this month's money (common/ledger.h), kept for the quota check. */
 	int64_t month = meter_month_start(now_us);
 	struct ledger l;
-	if (!ledger_month(c, account, month, 0, plans, nplans, &l, err, errlen) ||
+	if (!ledger_of(s, account, plans, nplans, &l, err, errlen) ||
 	    !ledger_keep(c, account, month, l.inv.total, has_ledger ? ledger_month_us : 0,
 	                 kept_total, err, errlen))
 		return false;
@@ -172,4 +133,36 @@ bool limits_check_row(PGconn *c, const PGresult *r, int row, int64_t now_us,
 	         "\"month_to_date\": \"%s\", \"monthly_spend_cap\": \"%s\"}",
 	         account, m, spent, capt);
 	return limits_notify(c, account, "spend_cap_reached", m, payload, err, errlen);
+}
+
+bool limits_check(PGconn *c, const char *accounts, int64_t now_us, const struct meter_plan *plans,
+                  size_t nplans, char *err, size_t errlen)
+{
+	const char *p[] = {accounts};
+	struct ledger_set *s = NULL;
+	PGresult *r = NULL;
+	bool ok = ledger_lock(c, accounts, err, errlen) &&
+	          (r = db_query(c, LIMITS_READ_SQL("$1::text[]"), 1, p, PGRES_TUPLES_OK,
+	                        "could not read the accounts' limits", err, errlen)) != NULL &&
+	          ledger_load(c, accounts, meter_month_start(now_us), 0, &s, err, errlen);
+	for (int i = 0; ok && i < PQntuples(r); i++) {
+		char why[512];
+		ok = check_row(c, r, i, now_us, s, plans, nplans, why, sizeof why);
+		if (!ok)
+			snprintf(err, errlen, "account %s: %s", PQgetvalue(r, i, 0), why);
+	}
+	ledger_set_free(s);
+	PQclear(r);
+	return ok;
+}
+
+bool limits_check_usage(PGconn *c, const char *account, int64_t now_us,
+                        const struct meter_plan *plans, size_t nplans, char *err, size_t errlen)
+{
+	char lit[400];
+	if (!ledger_accounts(&account, 1, lit, sizeof lit)) {
+		snprintf(err, errlen, "account id \"%s\" is too long", account);
+		return false;
+	}
+	return limits_check(c, lit, now_us, plans, nplans, err, errlen);
 }

@@ -34,16 +34,11 @@ bool limits_check_usage(PGconn *c, const char *account, int64_t now_us,
                         const struct meter_plan *plans, size_t nplans, char *err, size_t errlen);
 
 /*
- * The same for many accounts at the cost of one read: limits_read takes the
- * ledger locks of the accounts in accounts (a text[] literal) and reads what
- * the check needs of them, one row per account that exists (NULL with err
- * when it fails), and limits_check_row checks the account of one of its rows
- * as limits_check_usage does, in the same transaction.
+ * The same for the accounts in accounts (a text[] literal) at the cost of a
+ * few reads for all of them, in one order of their ledger locks. False with
+ * err (naming the account) at the first that cannot be checked.
  */
-PGresult *limits_read(PGconn *c, const char *accounts, char *err, size_t errlen);
-/* The accounts' ids as a text[] literal into out; false when it does not fit. */
-bool limits_accounts(const char *const *ids, size_t n, char *out, size_t len);
-bool limits_check_row(PGconn *c, const PGresult *r, int row, int64_t now_us,
-                      const struct meter_plan *plans, size_t nplans, char *err, size_t errlen);
+bool limits_check(PGconn *c, const char *accounts, int64_t now_us, const struct meter_plan *plans,
+                  size_t nplans, char *err, size_t errlen);
 
 #endif

@@ -44,25 +44,14 @@ static bool check_limits(PGconn *c, const struct job *jobs, size_t n,
 			ru_arr_str(&accounts, jobs[i].account);
 	}
 	const char *lit = ru_arr_end(&accounts);
-	PGresult *r = NULL;
 	bool ok = accounts.n == 0;
 	if (ok)
 		goto out;
-	if (lit == NULL) {
+	if (lit == NULL)
 		snprintf(err, errlen, "could not check the accounts' limits: out of memory");
-		goto out;
-	}
-	r = limits_read(c, lit, err, errlen);
-	ok = r != NULL;
-	int64_t now = now_realtime_us();
-	for (int i = 0; ok && i < PQntuples(r); i++) {
-		char why[512];
-		ok = limits_check_row(c, r, i, now, plans, nplans, why, sizeof why);
-		if (!ok)
-			snprintf(err, errlen, "account %s: %s", PQgetvalue(r, i, 0), why);
-	}
+	else
+		ok = limits_check(c, lit, now_realtime_us(), plans, nplans, err, errlen);
 out:
-	PQclear(r);
 	ru_arr_free(&accounts);
 	return ok;
 }
@@ -73,9 +62,10 @@ out:
  * -1 with err when the database failed, -2 when a batch of more than one
  * failed on a statement (rolled back: take them one at a time).
  */
-int ru_take(PGconn *c, const struct meter_plan *plans, size_t nplans, bool sharded, int max,
-            char *err, size_t errlen)
+int ru_take(PGconn *c, bool sharded, int max, char *err, size_t errlen)
 {
+	struct meter_plan *plans = NULL;
+	size_t nplans = 0;
 	struct job *jobs = NULL;
 	size_t n = 0;
 	int result = -1;
@@ -85,6 +75,9 @@ int ru_take(PGconn *c, const struct meter_plan *plans, size_t nplans, bool shard
 	if (r == NULL)
 		return -1;
 	PQclear(r);
+	/* after BEGIN: the plans known to this transaction's start (ru_plans) */
+	if (!ru_plans(c, &plans, &nplans, err, errlen))
+		goto out;
 	char lim[16];
 	snprintf(lim, sizeof lim, "%d", max);
 	const char *lp[] = {lim};
@@ -181,6 +174,7 @@ out:
 	for (size_t i = 0; jobs && i < n; i++)
 		ru_job_free(&jobs[i]);
 	free(jobs);
+	free(plans);
 	if (PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) != PQTRANS_IDLE)
 		PQclear(PQexec(c, "ROLLBACK"));
 	return result;

@@ -44,6 +44,16 @@
  */
 #define HORIZON_LOCK_SQL "SELECT pg_advisory_xact_lock_shared(hashtext('meter_sample_horizon'))"
 
+/*
+ * The price plans, read in the rating's transaction after HORIZON_LOCK_SQL (plans_load,
+ * common/plans.h): its snapshot then holds every plan committed before the transaction
+ * began. A plan takes effect at least an hour after it is published (plan_add), and
+ * samples are rated up to an hour ahead of the transaction's start (meter_rollup_read),
+ * so no interval rated under an older list ends after a plan it does not know (rule 6,
+ * whatever the order samples and plans arrive in). *plans is the caller's to free.
+ */
+bool ru_plans(PGconn *c, struct meter_plan **plans, size_t *nplans, char *err, size_t errlen);
+
 static inline int64_t now_realtime_us(void)
 {
 	struct timespec ts;
@@ -186,15 +196,13 @@ bool ru_store(PGconn *c, struct job *jobs, size_t n, char *err, size_t errlen);
 /* ---- batch.c ---- */
 
 /* Takes up to max marks and rates them in one transaction: how many, 0, -1 or -2. */
-int ru_take(PGconn *c, const struct meter_plan *plans, size_t nplans, bool sharded, int max,
-            char *err, size_t errlen);
+int ru_take(PGconn *c, bool sharded, int max, char *err, size_t errlen);
 
 /* ---- trial.c ---- */
 
 /* In a batch's transaction: queues the accounts whose crossing may have moved. */
 bool ru_trial_enqueue(PGconn *c, const struct job *jobs, size_t n, char *err, size_t errlen);
 /* Finds the queued accounts' crossings again, one per transaction: how many, or -1. */
-int ru_trial_queue_pass(PGconn *c, const struct meter_plan *plans, size_t nplans, char *err,
-                        size_t errlen);
+int ru_trial_queue_pass(PGconn *c, char *err, size_t errlen);
 
 #endif

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/db.h"
+#include "common/plans.h"
 #include "meter/decimal.h"
 #include "rollup/internal.h"
 
@@ -157,4 +158,9 @@ bool ru_passing_failure(const char *err)
 	return strncmp(p, "40", 2) == 0 || strncmp(p, "53", 2) == 0 ||
 	       strncmp(p, "55P03", 5) == 0 || strncmp(p, "57", 2) == 0 ||
 	       strncmp(p, "08", 2) == 0 || strncmp(p, "58", 2) == 0;
+}
+
+bool ru_plans(PGconn *c, struct meter_plan **plans, size_t *nplans, char *err, size_t errlen)
+{
+	return plans_load(c, plans, nplans, err, errlen);
 }

@@ -16,7 +16,7 @@
 #include "common/db.h"
 #include "common/limits.h"
 #include "common/log.h"
-#include "common/month.h"
+#include "meter/ledger.h"
 #include "meter/trial.h"
 #include "rollup/internal.h"
 
@@ -43,7 +43,7 @@ static int cmp_hour_iv(const void *a, const void *b)
  */
 static bool trial_hour_rate(PGconn *c, const char *account, int64_t hour, int64_t horizon,
                             int64_t left_us, const struct meter_plan *plans, size_t nplans,
-                            struct plan_sum *cov, size_t *ncov, char *err, size_t errlen)
+                            struct meter_plan_sum *cov, size_t *ncov, char *err, size_t errlen)
 {
 	char h[24];
 	snprintf(h, sizeof h, "%lld", (long long)hour);
@@ -111,7 +111,8 @@ static bool trial_hour_rate(PGconn *c, const char *account, int64_t hour, int64_
 	for (size_t i = 0; i < total; i++) {
 		struct meter_usage part;
 		if (meter_trial_cover(&left, &all[i].job->size, &all[i].iv, &part) != METER_OK ||
-		    !plan_sum_add(cov, ncov, MONTH_PLANS_MAX, all[i].plan->id, &part)) {
+		    meter_plan_sum_add(cov, ncov, METER_LEDGER_PLANS, all[i].plan->id, &part) !=
+		            METER_OK) {
 			snprintf(err, errlen, "the trial's share of hour %s cannot be summed", h);
 			goto out;
 		}
@@ -176,7 +177,7 @@ static bool trial_find_hour(PGconn *c, const char *account, int64_t grant_us, in
  * nearest to rule 8 the sums allow).
  */
 static bool trial_hour_shared(PGconn *c, const char *account, int64_t hour, int64_t left_us,
-                              struct plan_sum *cov, size_t *ncov, char *err, size_t errlen)
+                              struct meter_plan_sum *cov, size_t *ncov, char *err, size_t errlen)
 {
 	char h[24];
 	snprintf(h, sizeof h, "%lld", (long long)hour);
@@ -198,7 +199,7 @@ static bool trial_hour_shared(PGconn *c, const char *account, int64_t hour, int6
 		int64_t plan;
 		ok = ru_get_int(r, i, 0, &plan) && db_col_usage(r, i, 1, &u) &&
 		     meter_trial_cover_usage(&left_us, &u, &part) == METER_OK &&
-		     plan_sum_add(cov, ncov, MONTH_PLANS_MAX, plan, &part);
+		     meter_plan_sum_add(cov, ncov, METER_LEDGER_PLANS, plan, &part) == METER_OK;
 	}
 	PQclear(r);
 	if (!ok)
@@ -208,7 +209,7 @@ static bool trial_hour_shared(PGconn *c, const char *account, int64_t hour, int6
 
 /* Replaces account's crossing: none (hour METER_TIME_NONE), or the hour and its cover. */
 static bool trial_store(PGconn *c, const char *account, int64_t hour, bool exact,
-                        const struct plan_sum *cov, size_t ncov, char *err, size_t errlen)
+                        const struct meter_plan_sum *cov, size_t ncov, char *err, size_t errlen)
 {
 	char h[24];
 	snprintf(h, sizeof h, "%lld", (long long)hour);
@@ -279,7 +280,7 @@ static bool trial_update(PGconn *c, const char *account, int64_t horizon,
 		snprintf(err, errlen, "account %s has a malformed trial grant", account);
 		return false;
 	}
-	struct plan_sum cov[MONTH_PLANS_MAX];
+	struct meter_plan_sum cov[METER_LEDGER_PLANS];
 	size_t ncov = 0;
 	if (grant > 0 && spent && !trial_find_hour(c, account, grant, &hour, &before, err, errlen))
 		return false;
@@ -355,21 +356,28 @@ bool ru_trial_enqueue(PGconn *c, const struct job *jobs, size_t n, char *err, si
  * with err when the database failed; one that fails goes to the back of the
  * queue and waits for the next pass.
  */
-int ru_trial_queue_pass(PGconn *c, const struct meter_plan *plans, size_t nplans, char *err,
-                        size_t errlen)
+int ru_trial_queue_pass(PGconn *c, char *err, size_t errlen)
 {
 	int done = 0;
 	for (;;) {
+		struct meter_plan *plans = NULL;
+		size_t nplans = 0;
 		PGresult *r = ru_query(c, "BEGIN", 0, NULL, PGRES_COMMAND_OK, "could not begin",
 		                       err, errlen);
 		if (r == NULL)
 			return -1;
 		PQclear(r);
+		/* after BEGIN: the plans known to this transaction's start (ru_plans) */
+		if (!ru_plans(c, &plans, &nplans, err, errlen)) {
+			PQclear(PQexec(c, "ROLLBACK"));
+			return -1;
+		}
 		r = ru_query(c, "SELECT account_id FROM meter_trial_take()", 0, NULL,
 		             PGRES_TUPLES_OK, "could not read the trial queue", err, errlen);
 		if (r == NULL || PQntuples(r) == 0) {
 			PQclear(r);
 			PQclear(PQexec(c, "ROLLBACK"));
+			free(plans);
 			return r == NULL ? -1 : done;
 		}
 		char id[160];
@@ -401,6 +409,7 @@ int ru_trial_queue_pass(PGconn *c, const struct meter_plan *plans, size_t nplans
 		                 errlen)
 		      : NULL;
 		PQclear(r);
+		free(plans);
 		if (r == NULL) {
 			if (PQstatus(c) != CONNECTION_OK)
 				return -1;

@@ -32,27 +32,16 @@
 
 int rollup_pass(PGconn *c, char *err, size_t errlen)
 {
-	struct meter_plan *plans = NULL;
-	size_t nplans = 0;
 	int done = 0, rc, alone = 0;
 	bool sharded;
 	if (!ru_sharded(c, &sharded, err, errlen))
 		return -1;
-	/* Accounts whose crossing must be found again without new usage go first. */
-	if (!plans_load(c, &plans, &nplans, err, errlen))
+	/* Accounts whose crossing must be found again without new usage go first. Each
+	 * transaction reads the price plans itself (ru_plans). */
+	if (ru_trial_queue_pass(c, err, errlen) < 0)
 		return -1;
-	if (ru_trial_queue_pass(c, plans, nplans, err, errlen) < 0) {
-		free(plans);
-		return -1;
-	}
-	/* Plans are read again for every batch: a pass may be long, and a plan added
-	 * meanwhile must be known before usage under it is priced. */
 	do {
-		free(plans);
-		plans = NULL;
-		if (!plans_load(c, &plans, &nplans, err, errlen))
-			return -1;
-		rc = ru_take(c, plans, nplans, sharded, alone > 0 ? 1 : BATCH, err, errlen);
+		rc = ru_take(c, sharded, alone > 0 ? 1 : BATCH, err, errlen);
 		if (rc == -2)
 			alone = BATCH; /* the failed batch's marks, one per transaction */
 		else if (rc > 0) {
@@ -61,9 +50,8 @@ int rollup_pass(PGconn *c, char *err, size_t errlen)
 		}
 	} while (rc > 0 || rc == -2);
 	/* The crossings the batches moved, once per account. */
-	if (rc == 0 && ru_trial_queue_pass(c, plans, nplans, err, errlen) < 0)
+	if (rc == 0 && ru_trial_queue_pass(c, err, errlen) < 0)
 		rc = -1;
-	free(plans);
 	return rc < 0 ? -1 : done;
 }
 
