@@ -303,9 +303,10 @@ void h_plan_list(struct req *r)
 }
 
 /*
- * POST /v1/price-plans (admin): publishes a plan from a future time on. A
- * plan dated in the past would re-price hours as they are re-rated, so it is
- * refused; so is a second plan at the same instant.
+ * POST /v1/price-plans (admin): publishes a plan from an hour ahead or more
+ * (common/plans.h: rule 6 whatever the order of samples and plans). One
+ * dated earlier would re-price hours as they are re-rated, so it is refused;
+ * so is a second plan at the same instant.
  */
 void h_plan_new(struct req *r)
 {
@@ -335,8 +336,9 @@ void h_plan_new(struct req *r)
 	                 err, sizeof err)) {
 	case PLAN_PAST:
 		reply_problemf(r, 422, "plan-in-the-past", "Price plan in the past",
-		               "effective_from %s is not in the future: a plan takes effect from a "
-		               "future time only, so hours already rated keep their prices",
+		               "effective_from %s is not an hour in the future or more: samples are "
+		               "rated up to an hour ahead of now, and a plan takes effect after "
+		               "every interval rated before it was known",
 		               when);
 		return;
 	case PLAN_TAKEN:

@@ -331,8 +331,9 @@ static int run_plan_add(const struct opt_val *v)
 		        v[0].str, v[1].str);
 		return 0;
 	case PLAN_PAST:
-		log_error("plan add: %s is not in the future: a plan takes effect from a future "
-		          "time only, so hours already rated keep their prices",
+		log_error("plan add: %s is not an hour in the future or more: samples are rated "
+		          "up to an hour ahead of now, and a plan takes effect after every interval "
+		          "rated before it was known",
 		          v[1].str);
 		return 1;
 	case PLAN_TAKEN:

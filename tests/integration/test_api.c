@@ -3323,7 +3323,7 @@ static void price_plans_are_published_for_the_future_only(void **state)
 	                      NULL};
 	run_program(past, f->db.url, rr);
 	assert_int_equal(rr->status, 1);
-	assert_non_null(strstr(rr->err, "not in the future"));
+	assert_non_null(strstr(rr->err, "not an hour in the future"));
 	const char *later[] = {METER_BIN,
 	                       "plan",
 	                       "add",

@@ -1231,9 +1231,104 @@ static void cpu_measured_after_the_stop_counts_in_the_month_to_date(void **state
 	a_cap_of_refuses(f, "after", "0.001");
 }
 
+/* ---- rule 6: the plan in force at an interval's end, whatever the order ---- */
+
+/* POST /v1/price-plans effective minutes from now (the database's clock): its status. */
+static int plan_at(struct fx *f, const char *name, int minutes)
+{
+	char q[256], when[32], body[512];
+	snprintf(q, sizeof q,
+	         "SELECT to_char(date_trunc('second', now() AT TIME ZONE 'UTC') + interval '%d "
+	         "minutes', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
+	         minutes);
+	if (testdb_value(&f->db, q, when, sizeof when) == NULL)
+		fail_msg("no time");
+	snprintf(body, sizeof body,
+	         "{\"name\": \"%s\", \"effective_from\": \"%s\", \"cpu_per_vcpu_hour\": \"0.1\", "
+	         "\"memory_per_gib_hour\": \"0.01\"}",
+	         name, when);
+	struct http_res r;
+	http_do(f->api.port, "POST", "/v1/price-plans", f->admin, body, strlen(body), &r);
+	int st = r.status;
+	if (st == 422 && (r.body == NULL || strstr(r.body, "an hour in the future") == NULL))
+		fail_msg("a plan refused for another reason: %s", r.body ? r.body : "");
+	http_free(&r);
+	return st;
+}
+
+/*
+ * Samples are rated up to an hour ahead of now, so a plan takes effect an
+ * hour after it is published at the earliest: no interval rated before it was
+ * known ends after it. A sample stamped 30 minutes ahead is rated under the
+ * plan in force; a plan from 10 minutes ahead, which would have left that
+ * interval on the old plan until a late sample re-rated its hour, is refused
+ * and changes nothing, and a late sample changes no plan. A plan an hour and
+ * a minute ahead is published; a sample stamped after it is not rated until
+ * its time comes within the hour (then under the new plan, as the rollup reads
+ * the plans in its own transaction). And a plan in force before samples
+ * arrive prices them, late ones too.
+ */
+static void a_plan_never_changes_an_interval_already_rated(void **state)
+{
+	struct fx *f = *state;
+	sql(f, "INSERT INTO accounts (id, name, plan, trial_grant_seconds) VALUES "
+	       "('ahead', 'A', 'paid', 0)");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) VALUES "
+	       "('ah-1', 'ahead', 1, 1, now() - interval '10 minutes')");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('ah-1', 1, now() + interval '30 minutes', 'h', 60000000)");
+	wait_rollups(f);
+	long plans = num(f, "SELECT count(*) FROM price_plans");
+	const char *rated = "SELECT count(*) FROM usage_hourly WHERE sandbox_id = 'ah-1' AND "
+	                    "price_plan_id = (SELECT id FROM price_plans WHERE name = 'default')";
+	assert_int_equal(num(f, rated), 1);
+	/* samples first, then the plan: refused, nothing stored */
+	assert_int_equal(plan_at(f, "soon", 10), 422);
+	assert_int_equal(plan_at(f, "sooner", 59), 422);
+	assert_int_equal(num(f, "SELECT count(*) FROM price_plans"), plans);
+	/* a late sample re-rates the hour: still the plan in force at each interval's end */
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('ah-1', 1, now() + interval '20 minutes', 'h', 30000000)");
+	wait_rollups(f);
+	assert_int_equal(num(f, "SELECT count(*) FROM usage_hourly WHERE sandbox_id = 'ah-1' "
+	                        "AND price_plan_id <> (SELECT id FROM price_plans WHERE name = "
+	                        "'default')"),
+	                 0);
+	/* an hour and a minute ahead: published; a sample after it waits for its time */
+	assert_int_equal(plan_at(f, "later", 61), 201);
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('ah-1', 1, now() + interval '2 hours', 'h', 90000000)");
+	wait_rollups(f);
+	assert_int_equal(num(f, "SELECT count(*) FROM usage_hourly WHERE sandbox_id = 'ah-1' "
+	                        "AND hour > now() + interval '1 hour'"),
+	                 0);
+	/* plans first, then samples: a plan in force before them prices them, whatever order
+	 * they come in (a plan of the past, as an operator's SQL would put it) */
+	sql(f, "INSERT INTO price_plans (name, effective_from, cpu_vcpu_hour, memory_gib_hour, "
+	       "cpu_floor) VALUES ('earlier', '2026-10-05T00:00:00Z', 0.05, 0.01, 0.025)");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) VALUES "
+	       "('ah-2', 'ahead', 1, 1, '2026-10-04T23:50:00Z')");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('ah-2', 1, '2026-10-05T00:10:00Z', 'h', 600000000)");
+	wait_rollups(f);
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	       "('ah-2', 1, '2026-10-04T23:55:00Z', 'h', 300000000)");
+	wait_rollups(f);
+	/* 23:50-23:55 under the default plan (5 min, 300 CPU-s), 23:55-00:10 under "earlier"
+	 * (15 min, 300 CPU-s):
+	 *   default  300 x 0.025 / 3600 + 300 GiB-s x 0.0075 / 3600 = 0.002708333
+	 *   earlier  300 x 0.05 / 3600 + 900 GiB-s x 0.01 / 3600    = 0.006666667
+	 * in all 0.009375 */
+	cJSON *oct = get(f, "/v1/accounts/ahead/invoices/2026-10");
+	assert_string_equal(str(oct, "total_exact"), "0.009375");
+	cJSON_Delete(oct);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(a_plan_never_changes_an_interval_already_rated,
+	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(
 	                a_cap_at_the_invoices_total_refuses_the_next_sandbox, setup, teardown),
 	        cmocka_unit_test_setup_teardown(
