@@ -8,6 +8,7 @@
 #include "meter/checked.h"
 #include "meter/decimal.h"
 #include "meter/invoice.h"
+#include "meter/ledger.h"
 #include "meter/rating.h"
 #include "meter/timefmt.h"
 #include "reports/csv.h"
@@ -32,8 +33,8 @@ static const char usage_sql[] =
  * the order of their ids). Rows: id, consumed quantity, w, its part. None
  * when no sandbox has any w.
  */
-#define SHARE_SQL(consumed, weight)                                                                \
-	"WITH s AS (SELECT sandbox_id, sum(" consumed ") m, sum(" weight ") w FROM " MONTH_HOURS   \
+#define SHARE_SQL(consumed, weight, from)                                                          \
+	"WITH s AS (SELECT sandbox_id, sum(" consumed ") m, sum(" weight ") w FROM " from          \
 	"  AND price_plan_id = $4 GROUP BY 1), "                                                   \
 	"q AS (SELECT s.*, row_number() OVER (ORDER BY sandbox_id) idx, "                          \
 	"  div($5::numeric * w, sum(w) OVER ()) part, mod($5::numeric * w, sum(w) OVER ()) rem "   \
@@ -43,8 +44,25 @@ static const char usage_sql[] =
 	"SELECT sandbox_id, m, w, part + CASE WHEN rk <= rest THEN 1 ELSE 0 END FROM r "           \
 	"ORDER BY idx"
 
-static const char share_cpu_sql[] = SHARE_SQL("cpu_measured_us", "cpu_billed_us");
-static const char share_mem_sql[] = SHARE_SQL("memory_mgib_us", "memory_mgib_us");
+static const char share_cpu_sql[] = SHARE_SQL("cpu_measured_us", "cpu_billed_us", MONTH_HOURS);
+static const char share_mem_sql[] = SHARE_SQL("memory_mgib_us", "memory_mgib_us", MONTH_HOURS);
+
+/* A final month's sandboxes as its invoice recorded them ($1, the month from $2 to $3 µs;
+ * migrations/0041): its export shares the recorded lines over them, so it never changes. */
+#define FINAL_SANDBOXES                                                                            \
+	"invoice_sandboxes WHERE account_id = $1 AND month >= (" TS(                               \
+	        "$2") " AT TIME ZONE "                                                             \
+	              "'UTC')::date AND month < (" TS("$3") " AT TIME ZONE 'UTC')::date"
+static const char final_cpu_sql[] = SHARE_SQL("cpu_measured_us", "cpu_billed_us", FINAL_SANDBOXES);
+static const char final_mem_sql[] = SHARE_SQL("memory_mgib_us", "memory_mgib_us", FINAL_SANDBOXES);
+
+/* What a final invoice recorded it billed, per month and plan ($1, its month $2 µs). */
+static const char recorded_sql[] =
+        "SELECT (extract(epoch FROM for_month::timestamp) * 1000000)::bigint, price_plan_id, "
+        "cpu_billed_us, memory_mgib_us, wall_us, covered_cpu_billed_us, covered_memory_mgib_us, "
+        "covered_wall_us, EXISTS (SELECT 1 FROM invoice_sandboxes s WHERE s.account_id = $1 "
+        "AND s.month = q.month) FROM invoice_quantities q WHERE account_id = $1 "
+        "AND month = (" TS("$2") " AT TIME ZONE 'UTC')::date";
 
 struct export
 {
@@ -55,6 +73,7 @@ struct export
 	struct meter_plan *plans;
 	size_t nplans;
 	struct ledger led; /* FOCUS: the month's lines (common/ledger.h) */
+	bool recorded;     /* FOCUS: the lines its final invoice recorded, over its sandboxes */
 	size_t line;       /* FOCUS: the next invoice line */
 	size_t current;    /* FOCUS: the line being shared out */
 	bool started, reading, done;
@@ -76,6 +95,61 @@ static const char *unit_of(const struct meter_invoice_line *li)
 	                                       : "Hours";
 }
 
+/*
+ * A final month's lines, as its invoice recorded what it billed (*final true),
+ * in e->led.inv: the same lines in the same order (meter_ledger_recorded), so
+ * late usage of the month, billed on a later invoice, changes nothing here.
+ * An invoice made final before its sandboxes were recorded shares its lines
+ * over the month's hours instead.
+ */
+static bool final_lines(struct export *e, bool *final, char *err, size_t errlen)
+{
+	const char *p[] = {e->account, e->from};
+	PGresult *r = db_query(e->c,
+	                       "SELECT 1 FROM invoices WHERE account_id = $1 AND month = (" TS(
+	                               "$2") " AT TIME ZONE 'UTC')::date",
+	                       2, p, PGRES_TUPLES_OK, "could not read the invoice", err, errlen);
+	if (r == NULL)
+		return false;
+	*final = PQntuples(r) == 1;
+	PQclear(r);
+	if (!*final)
+		return true;
+	r = db_query(e->c, recorded_sql, 2, p, PGRES_TUPLES_OK,
+	             "could not read what the invoice billed", err, errlen);
+	if (r == NULL)
+		return false;
+	struct meter_billed_row rows[LEDGER_ROWS_MAX];
+	size_t n = (size_t)PQntuples(r);
+	bool ok = n <= LEDGER_ROWS_MAX;
+	for (size_t i = 0; ok && i < n; i++) {
+		struct meter_billed_row *b = &rows[i];
+		*b = (struct meter_billed_row){0};
+		ok = meter_decimal_parse(PQgetvalue(r, (int)i, 0), 0, true, &b->for_month_us) ==
+		             METER_OK &&
+		     meter_decimal_parse(PQgetvalue(r, (int)i, 1), 0, false, &b->plan_id) ==
+		             METER_OK &&
+		     db_col_q(r, (int)i, 2, &b->used.cpu_billed_us) &&
+		     db_col_q(r, (int)i, 3, &b->used.mem_mgib_us) &&
+		     db_col_q(r, (int)i, 4, &b->used.wall_us) &&
+		     db_col_q(r, (int)i, 5, &b->covered.cpu_billed_us) &&
+		     db_col_q(r, (int)i, 6, &b->covered.mem_mgib_us) &&
+		     db_col_q(r, (int)i, 7, &b->covered.wall_us);
+		e->recorded = strcmp(PQgetvalue(r, (int)i, 8), "t") == 0;
+	}
+	PQclear(r);
+	if (!ok || meter_ledger_recorded(rows, n, e->month, e->plans, e->nplans, &e->led.inv) !=
+	                   METER_OK) {
+		snprintf(err, errlen,
+		         "the export cannot be made: what the final invoice of account "
+		         "%s billed cannot be read back",
+		         e->account);
+		return false;
+	}
+	e->led.found = true;
+	return true;
+}
+
 struct export *export_open(PGconn *c, const char *account, int64_t month_us, bool focus,
                            const struct meter_plan *plans, size_t nplans, char *err, size_t errlen)
 {
@@ -95,8 +169,10 @@ struct export *export_open(PGconn *c, const char *account, int64_t month_us, boo
 	meter_time_format(meter_month_next(month_us), e->pe, sizeof e->pe);
 	snprintf(e->from, sizeof e->from, "%lld", (long long)month_us);
 	snprintf(e->to, sizeof e->to, "%lld", (long long)meter_month_next(month_us));
-	if (focus &&
-	    !ledger_month(c, account, month_us, 0, e->plans, nplans, &e->led, err, errlen)) {
+	bool final = false;
+	if (focus && (!final_lines(e, &final, err, errlen) ||
+	              (!final && !ledger_month(c, account, month_us, 0, e->plans, nplans, &e->led,
+	                                       err, errlen)))) {
 		export_close(e);
 		return NULL;
 	}
@@ -194,7 +270,10 @@ static bool next_line(struct export *e, char *err, size_t errlen)
 			snprintf(err, errlen, "the export cannot be made: a negative usage line");
 			return false;
 		}
-		return start_query(e, li->kind == METER_LINE_CPU ? share_cpu_sql : share_mem_sql,
+		bool cpu = li->kind == METER_LINE_CPU;
+		return start_query(e,
+		                   e->recorded ? (cpu ? final_cpu_sql : final_mem_sql)
+		                               : (cpu ? share_cpu_sql : share_mem_sql),
 		                   li->plan->id, li->amount, err, errlen);
 	}
 	/* the trial credit, or an adjustment: one row, no resource */

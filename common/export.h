@@ -14,6 +14,15 @@
  * PricingQuantity, PricingUnit, ListUnitPrice, BilledCost, EffectiveCost,
  * BillingCurrency.
  *
+ * By billing period: a month's export adds up to that month's invoice. A
+ * draft's lines are the ledger's (common/ledger.h), shared out over the
+ * month's hours; a final month's are what its invoice recorded it billed,
+ * shared out over its sandboxes as the invoice recorded them
+ * (invoice_sandboxes), so it never changes. Usage of a final month that came
+ * late is in the export of the month whose invoice bills it, once: its rows
+ * have the old month as ChargePeriod and the billing month as
+ * BillingPeriod.
+ *
  * Usage: the month's usage per sandbox and plan as CSV (the usage route's
  * figures, one row a sandbox and plan).
  *

@@ -62,7 +62,18 @@ static bool store(PGconn *c, const char *account, int64_t month_us, meter_money 
 			return false;
 		PQclear(r);
 	}
-	return true;
+	/* and what each sandbox used of the month, for its export (migrations/0041) */
+	r = db_query(
+	        c,
+	        "INSERT INTO invoice_sandboxes (account_id, month, sandbox_id, price_plan_id, "
+	        "cpu_measured_us, cpu_billed_us, memory_mgib_us) SELECT account_id, month, "
+	        "sandbox_id, price_plan_id, cpu_measured_us, cpu_billed_us, memory_mgib_us "
+	        "FROM sandbox_month WHERE account_id = $1 AND month = " MONTH_OF(
+	                "$2") " "
+	                      "AND (cpu_measured_us, cpu_billed_us, memory_mgib_us) <> (0, 0, 0)",
+	        2, p, PGRES_COMMAND_OK, "could not store what the sandboxes used", err, errlen);
+	PQclear(r);
+	return r != NULL;
 }
 
 /*
@@ -208,13 +219,22 @@ bool invoices_finalize_due(PGconn *c, int64_t now_us, int64_t grace_us, int limi
 	const char *p[] = {before, lim};
 	PGresult *r = db_query(
 	        c,
-	        "SELECT DISTINCT m.account_id, (extract(epoch FROM m.month::timestamp) * 1000000)"
-	        "::bigint AS month FROM account_month m "
+	        "SELECT account_id, (extract(epoch FROM m::timestamp) * 1000000)::bigint AS month "
+	        "FROM (SELECT DISTINCT m.account_id, m.month m FROM account_month m "
 	        "WHERE (m.month + interval '1 month')::timestamp AT TIME ZONE 'UTC' <= " TS(
 	                "$1") " "
 	                      "AND NOT EXISTS (SELECT 1 FROM invoices i WHERE i.account_id = "
 	                      "m.account_id "
-	                      "AND i.month = m.month) ORDER BY month, m.account_id LIMIT $2",
+	                      "AND i.month = m.month) "
+	                      /* a month with no usage of its own that an adjustment goes on
+	                         (common/ledger.h) */
+	                      "UNION SELECT g.account_id, g.adjusting_month FROM account_ledger g "
+	                      "WHERE (g.adjusting_month + interval '1 month')::timestamp AT TIME "
+	                      "ZONE 'UTC' <= " TS("$1") " "
+	                                                "AND NOT EXISTS (SELECT 1 FROM invoices i "
+	                                                "WHERE i.account_id = g.account_id "
+	                                                "AND i.month = g.adjusting_month)) due "
+	                                                "ORDER BY month, account_id LIMIT $2",
 	        2, p, PGRES_TUPLES_OK, "could not read the invoices due", err, errlen);
 	if (r == NULL)
 		return false;

@@ -272,7 +272,7 @@ bool ledger_of(const struct ledger_set *s, const char *account, const struct met
 	                                  .nrows = a->n};
 	enum meter_status st =
 	        meter_ledger_lines(&in, s->month_us, s->hours_end_us, plans, nplans, &out->inv,
-	                           out->rows, &out->nrows, LEDGER_ROWS_MAX);
+	                           out->rows, &out->nrows, LEDGER_ROWS_MAX, &out->adjusting_us);
 	if (st == METER_OK)
 		return true;
 	snprintf(err, errlen, "the money of account %s's month cannot be computed: %s", account,
@@ -329,24 +329,28 @@ bool ledger_lock(PGconn *c, const char *accounts, char *err, size_t errlen)
 	return r != NULL;
 }
 
-bool ledger_keep(PGconn *c, const char *account, int64_t month_us, meter_money month_to_date,
-                 int64_t kept_month, meter_money kept, char *err, size_t errlen)
+bool ledger_keep(PGconn *c, const char *account, const struct ledger_kept *now,
+                 const struct ledger_kept *was, char *err, size_t errlen)
 {
-	if (kept_month == month_us && kept == month_to_date)
+	if (was && was->month_us == now->month_us && was->month_to_date == now->month_to_date &&
+	    was->adjusting_us == now->adjusting_us)
 		return true; /* an unchanged row written is a commit for nothing */
-	char m[24], v[METER_MONEY_BUF];
-	snprintf(m, sizeof m, "%lld", (long long)month_us);
-	meter_money_format_exact(month_to_date, v, sizeof v);
-	const char *p[] = {account, m, v};
+	char m[24], v[METER_MONEY_BUF], adj[24];
+	snprintf(m, sizeof m, "%lld", (long long)now->month_us);
+	snprintf(adj, sizeof adj, "%lld", (long long)now->adjusting_us);
+	meter_money_format_exact(now->month_to_date, v, sizeof v);
+	const char *p[] = {account, m, v, now->adjusting_us == METER_TIME_NONE ? NULL : adj};
 	PGresult *r = db_query(
 	        c,
-	        "INSERT INTO account_ledger AS l (account_id, month, month_to_date) "
-	        "VALUES ($1, " MONTH_OF(
-	                "$2") ", $3::numeric) "
+	        "INSERT INTO account_ledger AS l (account_id, month, month_to_date, "
+	        "adjusting_month) "
+	        "VALUES ($1, " MONTH_OF("$2") ", $3::numeric, " MONTH_OF(
+	                "$4") ") "
 	                      "ON CONFLICT (account_id) DO UPDATE SET month = EXCLUDED.month, "
-	                      "month_to_date = EXCLUDED.month_to_date, "
+	                      "month_to_date = EXCLUDED.month_to_date, adjusting_month = "
+	                      "EXCLUDED.adjusting_month, "
 	                      "updated_at = EXCLUDED.updated_at",
-	        3, p, PGRES_COMMAND_OK, "could not keep the account's month to date", err, errlen);
+	        4, p, PGRES_COMMAND_OK, "could not keep the account's month to date", err, errlen);
 	PQclear(r);
 	return r != NULL;
 }

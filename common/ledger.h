@@ -36,7 +36,8 @@ struct ledger {
 	struct meter_invoice inv;                      /* the lines, and their exact total */
 	struct meter_billed_row rows[LEDGER_ROWS_MAX]; /* what they bill, per month and plan */
 	size_t nrows;
-	bool found; /* false: no such account */
+	int64_t adjusting_us; /* the earliest month an adjustment goes on, or METER_TIME_NONE */
+	bool found;           /* false: no such account */
 };
 
 /*
@@ -75,13 +76,20 @@ bool ledger_accounts(const char *const *ids, size_t n, char *out, size_t len);
  */
 bool ledger_lock(PGconn *c, const char *accounts, char *err, size_t errlen);
 
+/* What account_ledger keeps of an account: this month's money so far, and the earliest
+ * month an adjustment goes on (METER_TIME_NONE: none). */
+struct ledger_kept {
+	int64_t month_us;
+	meter_money month_to_date;
+	int64_t adjusting_us;
+};
+
 /*
- * Keeps month_to_date as account's figure for the month starting at
- * month_us (account_ledger), when it differs from the one kept (kept_month,
- * kept: what the row says, kept_month 0 for no row). Call it under the
+ * Keeps now as account's row of account_ledger when it differs from was
+ * (what the row says; was NULL when there is none). Call it under the
  * account's ledger lock, in the transaction that changed the figure.
  */
-bool ledger_keep(PGconn *c, const char *account, int64_t month_us, meter_money month_to_date,
-                 int64_t kept_month, meter_money kept, char *err, size_t errlen);
+bool ledger_keep(PGconn *c, const char *account, const struct ledger_kept *now,
+                 const struct ledger_kept *was, char *err, size_t errlen);
 
 #endif

@@ -60,7 +60,8 @@ static bool limits_keep(PGconn *c, const char *account, bool trial_exhausted, bo
 	"coalesce(m.wall_us, 0), n.account_id IS NOT NULL, a.plan = 'trial', "                     \
 	"l.trial_exhausted, l.spend_cap_reached, "                                                 \
 	"(extract(epoch FROM l.month) * 1000000)::bigint, "                                        \
-	"(extract(epoch FROM g.month) * 1000000)::bigint, g.month_to_date::text "                  \
+	"(extract(epoch FROM g.month) * 1000000)::bigint, g.month_to_date::text, "                 \
+	"(extract(epoch FROM g.adjusting_month) * 1000000)::bigint "                               \
 	"FROM accounts a "                                                                         \
 	"LEFT JOIN (SELECT account_id, sum(wall_us) wall_us FROM account_month "                   \
 	"  WHERE account_id = ANY (" ACCOUNTS ") GROUP BY account_id) m "                          \
@@ -80,20 +81,23 @@ static bool check_row(PGconn *c, const PGresult *r, int row, int64_t now_us,
                       char *err, size_t errlen)
 {
 	const char *account = PQgetvalue(r, row, 0);
-	int64_t grant = 0, used = 0, kept_month = 0, ledger_month_us = 0;
-	meter_money cap = 0, kept_total = 0;
+	int64_t grant = 0, used = 0, kept_month = 0;
+	meter_money cap = 0;
+	struct ledger_kept was = {.adjusting_us = METER_TIME_NONE};
 	bool has_cap = !PQgetisnull(r, row, 2), told = strcmp(PQgetvalue(r, row, 4), "t") == 0;
 	bool trial = strcmp(PQgetvalue(r, row, 5), "t") == 0;
 	bool kept = !PQgetisnull(r, row, 6), has_ledger = !PQgetisnull(r, row, 9);
-	bool ok = meter_decimal_parse(PQgetvalue(r, row, 1), 0, false, &grant) == METER_OK &&
-	          meter_decimal_parse(PQgetvalue(r, row, 3), 0, false, &used) == METER_OK &&
-	          (!has_cap || meter_money_parse(PQgetvalue(r, row, 2), false, &cap) == METER_OK) &&
-	          (!kept ||
-	           meter_decimal_parse(PQgetvalue(r, row, 8), 0, false, &kept_month) == METER_OK) &&
-	          (!has_ledger ||
-	           (meter_decimal_parse(PQgetvalue(r, row, 9), 0, false, &ledger_month_us) ==
-	                    METER_OK &&
-	            meter_money_parse(PQgetvalue(r, row, 10), true, &kept_total) == METER_OK));
+	bool ok =
+	        meter_decimal_parse(PQgetvalue(r, row, 1), 0, false, &grant) == METER_OK &&
+	        meter_decimal_parse(PQgetvalue(r, row, 3), 0, false, &used) == METER_OK &&
+	        (!has_cap || meter_money_parse(PQgetvalue(r, row, 2), false, &cap) == METER_OK) &&
+	        (!kept ||
+	         meter_decimal_parse(PQgetvalue(r, row, 8), 0, false, &kept_month) == METER_OK) &&
+	        (!has_ledger ||
+	         (meter_decimal_parse(PQgetvalue(r, row, 9), 0, false, &was.month_us) == METER_OK &&
+	          meter_money_parse(PQgetvalue(r, row, 10), true, &was.month_to_date) == METER_OK &&
+	          (PQgetisnull(r, row, 11) || meter_decimal_parse(PQgetvalue(r, row, 11), 0, true,
+	                                                          &was.adjusting_us) == METER_OK)));
 	if (!ok) {
 		snprintf(err, errlen, "account %s has malformed limits", account);
 		return false;
@@ -110,9 +114,11 @@ static bool check_row(PGconn *c, const PGresult *r, int row, int64_t now_us,
 	/* Month to date: this month's money (common/ledger.h), kept for the quota check. */
 	int64_t month = meter_month_start(now_us);
 	struct ledger l;
-	if (!ledger_of(s, account, plans, nplans, &l, err, errlen) ||
-	    !ledger_keep(c, account, month, l.inv.total, has_ledger ? ledger_month_us : 0,
-	                 kept_total, err, errlen))
+	if (!ledger_of(s, account, plans, nplans, &l, err, errlen))
+		return false;
+	struct ledger_kept now = {
+	        .month_us = month, .month_to_date = l.inv.total, .adjusting_us = l.adjusting_us};
+	if (!ledger_keep(c, account, &now, has_ledger ? &was : NULL, err, errlen))
 		return false;
 	bool cap_reached = has_cap && meter_cap_reached(l.inv.total, cap);
 	/* Written only when it changes: the rollup checks an account after each batch that

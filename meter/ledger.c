@@ -187,14 +187,37 @@ static enum meter_status delta_of(const struct meter_ledger_account *a, int64_t 
 	return st;
 }
 
+/* Whether month m has a final invoice (a FINAL row, or a BILLED one: an invoice made final
+ * billed it). */
+static bool final_month(const struct meter_ledger_account *a, int64_t m)
+{
+	for (size_t i = 0; i < a->nrows; i++)
+		if ((a->rows[i].kind == METER_LEDGER_FINAL ||
+		     a->rows[i].kind == METER_LEDGER_BILLED) &&
+		    a->rows[i].month_us == m)
+			return true;
+	return false;
+}
+
+/* The first month after f whose invoice is not final: the one an adjustment of f goes on. */
+static int64_t adjusting_month(const struct meter_ledger_account *a, int64_t f)
+{
+	int64_t m = meter_month_next(f);
+	while (final_month(a, m))
+		m = meter_month_next(m);
+	return m;
+}
+
 enum meter_status meter_ledger_lines(const struct meter_ledger_account *a, int64_t month_us,
                                      int64_t hours_end_us, const struct meter_plan *plans,
                                      size_t nplans, struct meter_invoice *out,
-                                     struct meter_billed_row *billed, size_t *nbilled, size_t cap)
+                                     struct meter_billed_row *billed, size_t *nbilled, size_t cap,
+                                     int64_t *adjusting_us)
 {
 	struct meter_plan_usage pu[METER_LEDGER_PLANS];
 	struct meter_invoice inv;
 	size_t n = 0, nb = 0;
+	int64_t first = METER_TIME_NONE;
 	enum meter_status st;
 	if ((st = month_of(a, month_us, hours_end_us, plans, nplans, pu, &n)) ||
 	    (st = meter_invoice_build(pu, n, &inv)))
@@ -221,16 +244,80 @@ enum meter_status meter_ledger_lines(const struct meter_ledger_account *a, int64
 		if ((st = delta_of(a, f, plans, nplans, delta, &nd)))
 			return st;
 		for (size_t k = 0; k < nd; k++)
-			if (bills(&delta[k].used) || bills(&delta[k].covered)) {
+			if (bills(&delta[k].used) || bills(&delta[k].covered))
 				changed[nc++] = delta[k];
-				if ((st = keep_row(billed, &nb, cap, f, delta[k].plan->id,
-				                   &delta[k].used, &delta[k].covered)))
-					return st;
-			}
-		if (nc && (st = meter_invoice_adjust(&inv, f, changed, nc)))
+		if (nc == 0)
+			continue;
+		/* on the first invoice after f not final yet, and on no other */
+		int64_t x = adjusting_month(a, f);
+		if (first == METER_TIME_NONE || x < first)
+			first = x;
+		if (x != month_us)
+			continue;
+		for (size_t k = 0; k < nc; k++)
+			if ((st = keep_row(billed, &nb, cap, f, changed[k].plan->id,
+			                   &changed[k].used, &changed[k].covered)))
+				return st;
+		if ((st = meter_invoice_adjust(&inv, f, changed, nc)))
 			return st;
 	}
 	*out = inv;
 	*nbilled = nb;
+	if (adjusting_us)
+		*adjusting_us = first;
+	return METER_OK;
+}
+
+/* What rows recorded of month m, per plan in the order of their ids, as plan usage. */
+static enum meter_status recorded_month(const struct meter_billed_row *rows, size_t n, int64_t m,
+                                        const struct meter_plan *plans, size_t nplans,
+                                        struct meter_plan_usage *pu, size_t *np)
+{
+	*np = 0;
+	for (int64_t after = INT64_MIN;;) {
+		const struct meter_billed_row *next = NULL;
+		for (size_t i = 0; i < n; i++)
+			if (rows[i].for_month_us == m && rows[i].plan_id > after &&
+			    (next == NULL || rows[i].plan_id < next->plan_id))
+				next = &rows[i];
+		if (next == NULL)
+			return METER_OK;
+		after = next->plan_id;
+		const struct meter_plan *p = plan_of(plans, nplans, next->plan_id);
+		if (p == NULL)
+			return METER_ENOPLAN;
+		if (*np == METER_LEDGER_PLANS)
+			return METER_ERANGE;
+		pu[(*np)++] = (struct meter_plan_usage){
+		        .plan = p, .used = next->used, .covered = next->covered};
+	}
+}
+
+enum meter_status meter_ledger_recorded(const struct meter_billed_row *rows, size_t n,
+                                        int64_t month_us, const struct meter_plan *plans,
+                                        size_t nplans, struct meter_invoice *out)
+{
+	struct meter_plan_usage pu[METER_LEDGER_PLANS] = {0};
+	struct meter_invoice inv;
+	size_t np = 0;
+	enum meter_status st;
+	if ((st = recorded_month(rows, n, month_us, plans, nplans, pu, &np)) ||
+	    (st = meter_invoice_build(pu, np, &inv)))
+		return st;
+	/* then each earlier month it adjusts, oldest first */
+	for (int64_t after = INT64_MIN;;) {
+		int64_t f = INT64_MAX;
+		for (size_t i = 0; i < n; i++)
+			if (rows[i].for_month_us < month_us && rows[i].for_month_us > after &&
+			    rows[i].for_month_us < f)
+				f = rows[i].for_month_us;
+		if (f == INT64_MAX)
+			break;
+		after = f;
+		if ((st = recorded_month(rows, n, f, plans, nplans, pu, &np)) ||
+		    (st = meter_invoice_adjust(&inv, f, pu, np)))
+			return st;
+	}
+	*out = inv;
 	return METER_OK;
 }

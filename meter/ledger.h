@@ -77,15 +77,30 @@ struct meter_billed_row {
  * The lines of the invoice of month_us: the month's USED rows (whose hours end
  * before hours_end_us: the month's end, or less for a month to date as it
  * stood; the rows given must be those hours'), priced by plan id in plans, with
- * what the grant covered of them; then, in order, the adjustment of each month
- * before it with a FINAL or a BILLED row (a month an invoice made final billed). billed (room for
- * cap) gets what the lines bill, per month and plan, *nbilled how many. METER_ENOPLAN when a plan
- * is not in plans, METER_ERANGE when more plans or lines than fit, METER_EOVERFLOW when a figure
- * does not fit; nothing is written then.
+ * what the grant covered of them; then, oldest first, the adjustment of each
+ * month before it with a final invoice (a FINAL row, or a BILLED one) whose
+ * usage now differs from what final invoices billed for it, when month_us is
+ * the first month after it whose invoice is not final: an adjustment is billed
+ * once, on the next invoice to be made final. billed (room for cap) gets what
+ * the lines bill, per month and plan, *nbilled how many. *adjusting_us (when
+ * not NULL) gets the earliest month any adjustment goes on, or
+ * METER_TIME_NONE. METER_ENOPLAN when a plan is not in plans, METER_ERANGE
+ * when more plans or lines than fit, METER_EOVERFLOW when a figure does not
+ * fit; nothing is written then.
  */
 enum meter_status meter_ledger_lines(const struct meter_ledger_account *a, int64_t month_us,
                                      int64_t hours_end_us, const struct meter_plan *plans,
                                      size_t nplans, struct meter_invoice *out,
-                                     struct meter_billed_row *billed, size_t *nbilled, size_t cap);
+                                     struct meter_billed_row *billed, size_t *nbilled, size_t cap,
+                                     int64_t *adjusting_us);
+
+/*
+ * The lines of a final invoice of month_us from what it recorded it billed
+ * (rows: its own month's and the months it adjusted, as meter_ledger_lines
+ * gave them): the same lines, in the same order. Errors as above.
+ */
+enum meter_status meter_ledger_recorded(const struct meter_billed_row *rows, size_t n,
+                                        int64_t month_us, const struct meter_plan *plans,
+                                        size_t nplans, struct meter_invoice *out);
 
 #endif

@@ -12,18 +12,25 @@
 -- stale: the quota check then computes the month itself.
 --
 -- month_to_date is exact (nano-dollars as numeric, 9 decimals), never
--- rounded.
+-- rounded. adjusting_month: the earliest month that bills usage of a final
+-- month which came after its invoice (an adjustment goes on the first
+-- invoice after that month not yet final, meter/ledger.h), NULL when none
+-- waits: a month with no usage of its own is made final for it too
+-- (common/invoicedb.c invoices_finalize_due), so no adjustment waits for
+-- ever.
 CREATE TABLE account_ledger (
-	account_id meter_id PRIMARY KEY REFERENCES accounts (id),
+	account_id meter_id PRIMARY KEY,
 	month date NOT NULL CHECK (extract(day FROM month) = 1),
 	month_to_date numeric NOT NULL CHECK (scale(month_to_date) <= 9),
+	adjusting_month date CHECK (extract(day FROM adjusting_month) = 1),
 	updated_at timestamptz NOT NULL DEFAULT now()
 );
 
 GRANT SELECT, INSERT, UPDATE ON account_ledger TO meter_api;
 
--- On a cluster placed already (migrations/citus/place.sql), the new table
--- joins the account group, its key as plain text like the others'.
+-- Its key to accounts comes once it is where it goes: on a cluster placed
+-- already (migrations/citus/place.sql) it joins the account group first, its
+-- key as plain text like the others'.
 DO $$
 BEGIN
 	IF meter_distributed('accounts') THEN
@@ -31,5 +38,7 @@ BEGIN
 		PERFORM create_distributed_table('account_ledger', 'account_id',
 		                                 colocate_with => 'accounts');
 	END IF;
+	ALTER TABLE account_ledger ADD CONSTRAINT account_ledger_account_id_fkey
+		FOREIGN KEY (account_id) REFERENCES accounts (id);
 END
 $$;

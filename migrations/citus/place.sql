@@ -6,7 +6,9 @@
 -- nothing. docs/scaling.md says why each table goes where it goes. A numbered
 -- migration written after this file ran on a cluster must keep Citus's rules:
 -- a new table is distributed (or made a reference table) by that migration,
--- when citus is there.
+-- when citus is there; and this file names it as well (for a cluster placed
+-- after that migration), skipping it where it does not exist yet (a cluster
+-- placed before).
 --
 -- The ingest side is distributed by sandbox, the billing side by account; the
 -- small tables are reference tables.
@@ -27,6 +29,7 @@ BEGIN
 		('usage_hourly', 'account_id'), ('account_month', 'account_id'),
 		('account_day', 'account_id'), ('account_month_sandboxes', 'account_id'),
 		('invoices', 'account_id'), ('invoice_quantities', 'account_id'),
+		('invoice_sandboxes', 'account_id'),
 		('limit_notices', 'account_id'), ('usage_unpriced', 'account_id'),
 		('trial_crossing', 'account_id'), ('trial_cover', 'account_id'),
 		('trial_queue', 'account_id'), ('sandbox_month', 'account_id'),
@@ -35,6 +38,8 @@ BEGIN
 		('webhook_deliveries', 'account_id'),
 		('webhook_attempts', 'account_id')) AS v (tab, col)
 	LOOP
+		-- a table of a later migration than the database has is placed by that migration
+		CONTINUE WHEN to_regclass(t.tab) IS NULL;
 		EXECUTE format('ALTER TABLE %I ALTER COLUMN %I TYPE text', t.tab, t.col);
 		IF t.tab IN ('accounts', 'sandboxes', 'samples') THEN
 			EXECUTE format('ALTER TABLE %I ADD CONSTRAINT %I CHECK (%I ~ %L AND '
@@ -58,6 +63,7 @@ ALTER TABLE account_month DROP CONSTRAINT account_month_price_plan_id_fkey;
 ALTER TABLE account_day DROP CONSTRAINT account_day_price_plan_id_fkey;
 ALTER TABLE sandbox_month DROP CONSTRAINT sandbox_month_price_plan_id_fkey;
 ALTER TABLE invoice_quantities DROP CONSTRAINT invoice_quantities_price_plan_id_fkey;
+ALTER TABLE IF EXISTS invoice_sandboxes DROP CONSTRAINT invoice_sandboxes_price_plan_id_fkey;
 ALTER TABLE trial_cover DROP CONSTRAINT trial_cover_price_plan_id_fkey;
 ALTER TABLE webhook_deliveries DROP CONSTRAINT webhook_deliveries_endpoint_id_fkey;
 
@@ -65,6 +71,13 @@ ALTER TABLE webhook_deliveries DROP CONSTRAINT webhook_deliveries_endpoint_id_fk
 DROP TRIGGER samples_mark ON samples;
 DROP TRIGGER invoices_no_truncate ON invoices;
 DROP TRIGGER invoice_quantities_no_truncate ON invoice_quantities;
+DO $$
+BEGIN
+	IF to_regclass('invoice_sandboxes') IS NOT NULL THEN
+		DROP TRIGGER invoice_sandboxes_no_truncate ON invoice_sandboxes;
+	END IF;
+END
+$$;
 DROP TRIGGER limit_notices_no_truncate ON limit_notices;
 SET citus.enable_unsafe_triggers = on;  -- for the remaining row triggers
 
@@ -92,6 +105,13 @@ SELECT create_distributed_table('account_day', 'account_id', colocate_with => 'a
 SELECT create_distributed_table('account_month_sandboxes', 'account_id', colocate_with => 'accounts');
 SELECT create_distributed_table('invoices', 'account_id', colocate_with => 'accounts');
 SELECT create_distributed_table('invoice_quantities', 'account_id', colocate_with => 'accounts');
+DO $$
+BEGIN
+	IF to_regclass('invoice_sandboxes') IS NOT NULL THEN
+		PERFORM create_distributed_table('invoice_sandboxes', 'account_id', colocate_with => 'accounts');
+	END IF;
+END
+$$;
 SELECT create_distributed_table('limit_notices', 'account_id', colocate_with => 'accounts');
 SELECT create_distributed_table('usage_unpriced', 'account_id', colocate_with => 'accounts');
 SELECT create_distributed_table('trial_crossing', 'account_id', colocate_with => 'accounts');
@@ -101,7 +121,13 @@ SELECT create_distributed_table('sandbox_month', 'account_id', colocate_with => 
 SELECT create_distributed_table('sandbox_month_cost', 'account_id', colocate_with => 'accounts');
 SELECT create_distributed_table('usage_listings', 'account_id', colocate_with => 'accounts');
 SELECT create_distributed_table('account_limits', 'account_id', colocate_with => 'accounts');
-SELECT create_distributed_table('account_ledger', 'account_id', colocate_with => 'accounts');
+DO $$
+BEGIN
+	IF to_regclass('account_ledger') IS NOT NULL THEN
+		PERFORM create_distributed_table('account_ledger', 'account_id', colocate_with => 'accounts');
+	END IF;
+END
+$$;
 SELECT create_distributed_table('webhook_deliveries', 'account_id', colocate_with => 'accounts');
 SELECT create_distributed_table('webhook_attempts', 'account_id', colocate_with => 'accounts');
 
@@ -115,6 +141,8 @@ ALTER TABLE account_day ADD CONSTRAINT account_day_price_plan_id_fkey
 ALTER TABLE sandbox_month ADD CONSTRAINT sandbox_month_price_plan_id_fkey
 	FOREIGN KEY (price_plan_id) REFERENCES price_plans (id);
 ALTER TABLE invoice_quantities ADD CONSTRAINT invoice_quantities_price_plan_id_fkey
+	FOREIGN KEY (price_plan_id) REFERENCES price_plans (id);
+ALTER TABLE IF EXISTS invoice_sandboxes ADD CONSTRAINT invoice_sandboxes_price_plan_id_fkey
 	FOREIGN KEY (price_plan_id) REFERENCES price_plans (id);
 ALTER TABLE trial_cover ADD CONSTRAINT trial_cover_price_plan_id_fkey
 	FOREIGN KEY (price_plan_id) REFERENCES price_plans (id);

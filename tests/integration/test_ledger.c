@@ -15,12 +15,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rollup/rollup.h"
 #include "collector/batch.h"
 #include "collector/writer.h"
 #include "common/keys.h"
+#include "meter/decimal.h"
+#include "meter/money.h"
+#include "meter/plan.h"
+#include "meter/rating.h"
+#include "meter/timefmt.h"
+#include "tests/support/csv.h"
 #include "tests/support/http.h"
 #include "tests/support/run.h"
 #include "tests/support/testdb.h"
@@ -1324,9 +1331,280 @@ static void a_plan_never_changes_an_interval_already_rated(void **state)
 	cJSON_Delete(oct);
 }
 
+/* ---- exports by billing period ---- */
+
+/* A 1 vCPU / 1 GiB sandbox of account, busy for the hour from start ($0.0325). */
+static void busy_hour(struct fx *f, const char *account, const char *id, const char *start)
+{
+	char q[1024];
+	snprintf(
+	        q, sizeof q,
+	        "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	        "VALUES ('%s', '%s', 1, 1, '%s', '%s'::timestamptz + interval '1 hour')",
+	        id, account, start, start);
+	sql(f, q);
+	snprintf(q, sizeof q,
+	         "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES "
+	         "('%s', 1, '%s'::timestamptz + interval '1 hour', 'h', 3600000000)",
+	         id, start);
+	sql(f, q);
+}
+
+/* The FOCUS export of account's month (YYYY-MM), malloc'd. */
+static char *focus(struct fx *f, const char *account, const char *month)
+{
+	char path[160];
+	snprintf(path, sizeof path, "/v1/accounts/%s/exports/%s?format=focus", account, month);
+	struct http_res r;
+	http_do(f->api.port, "GET", path, f->admin, NULL, 0, &r);
+	if (r.status != 200 || r.body == NULL)
+		fail_msg("GET %s: %d %s", path, r.status, r.body ? r.body : "");
+	char *csv = strdup(r.body);
+	http_free(&r);
+	return csv;
+}
+
+/* The exact total of account's invoice of month. */
+static int64_t invoice_nano(struct fx *f, const char *account, const char *month,
+                            const char *status)
+{
+	char path[160];
+	snprintf(path, sizeof path, "/v1/accounts/%s/invoices/%s", account, month);
+	cJSON *o = get(f, path);
+	int64_t v = 0;
+	assert_string_equal(str(o, "status"), status);
+	assert_true(csv_nano(str(o, "total_exact"), &v));
+	cJSON_Delete(o);
+	return v;
+}
+
+/*
+ * A month's FOCUS export adds up to its invoice, final or draft, and a final
+ * month's export never changes. "Two months ago" and "last month" are final
+ * (a grace of 0), each with an hour of usage ($0.0325), "this month" has none.
+ * Usage of two months ago that arrives late ($0.065) is billed once, on this
+ * month's draft, as an adjustment: its rows there have the old month as
+ * ChargePeriod and this one as BillingPeriod. Last month's export still adds up
+ * to its final invoice ($0.0325, once $0.0975 with the late usage in it), and
+ * the old month's export is byte for byte what it was.
+ */
+static void a_months_export_is_its_invoice_and_a_final_ones_never_changes(void **state)
+{
+	struct fx *f = *state;
+	int64_t now = (int64_t)time(NULL) * 1000000, m0 = meter_month_start(now);
+	int64_t m1 = meter_month_start(m0 - 1), m2 = meter_month_start(m1 - 1);
+	char t0[40], t1[40], t2[40], late[40], mon0[8], mon1[8], mon2[8];
+	meter_time_format(m0, t0, sizeof t0);
+	meter_time_format(m1 + INT64_C(3) * 86400000000, t1, sizeof t1);
+	meter_time_format(m2 + INT64_C(3) * 86400000000, t2, sizeof t2);
+	meter_time_format(m2 + INT64_C(9) * 86400000000, late, sizeof late);
+	snprintf(mon0, sizeof mon0, "%.7s", t0);
+	snprintf(mon1, sizeof mon1, "%.7s", t1);
+	snprintf(mon2, sizeof mon2, "%.7s", t2);
+	api_stop(&f->api);
+	assert_true(api_start(&f->api, METER_API_BIN, f->db.url, "--invoice-grace=0s"));
+	sql(f, "INSERT INTO accounts (id, name, plan, trial_grant_seconds) VALUES "
+	       "('focus', 'F', 'paid', 0)");
+	busy_hour(f, "focus", "fc-old", t2);
+	busy_hour(f, "focus", "fc-last", t1);
+	wait_rollups(f);
+	assert_int_equal(invoice_nano(f, "focus", mon2, "final"), 32500000);
+	assert_int_equal(invoice_nano(f, "focus", mon1, "final"), 32500000);
+	char *old = focus(f, "focus", mon2), *last = focus(f, "focus", mon1);
+	int64_t sum;
+	assert_int_equal(csv_focus_billed(old, NULL, &sum), 2);
+	assert_int_equal(sum, 32500000);
+
+	/* two hours of two months ago, late */
+	busy_hour(f, "focus", "fc-late-a", late);
+	busy_hour(f, "focus", "fc-late-b", late);
+	wait_rollups(f);
+	char *old2 = focus(f, "focus", mon2), *last2 = focus(f, "focus", mon1);
+	assert_string_equal(old2, old); /* a final month's export never changes */
+	assert_string_equal(last2, last);
+	assert_true(csv_focus_billed(last2, NULL, &sum) >= 0);
+	assert_int_equal(sum, invoice_nano(f, "focus", mon1, "final"));
+	/* billed once: on this month's draft, charged in two months ago */
+	assert_int_equal(invoice_nano(f, "focus", mon0, "draft"), 65000000);
+	char *now_csv = focus(f, "focus", mon0);
+	assert_int_equal(csv_focus_billed(now_csv, NULL, &sum), 2);
+	assert_int_equal(sum, 65000000);
+	char period[16];
+	snprintf(period, sizeof period, "%s-01", mon2);
+	assert_int_equal(csv_focus_billed(now_csv, period, &sum), 2);
+	assert_int_equal(sum, 65000000);
+	/* its rows' billing period is this month */
+	char billing[64];
+	snprintf(billing, sizeof billing, ",%s-01T00:00:00Z,", mon0);
+	assert_non_null(strstr(now_csv, billing));
+	free(old);
+	free(last);
+	free(old2);
+	free(last2);
+	free(now_csv);
+}
+
+/*
+ * Usage of a final month that comes late is billed once, on the first invoice
+ * after it that is not final, even one of a month with no usage of its own:
+ * that month is made final for it in turn. "Three months ago" has an hour of
+ * usage ($0.0325) and is final (a grace of 0); the two months after it none.
+ * (Its 27th and 28th days: after the default plan took effect, on any day.)
+ * An hour of it that comes late goes on two months ago's invoice, not on this
+ * month's (whose month to date stays $0.00); account_ledger says that month
+ * waits, the upkeep makes it final with that line alone (nobody asked for
+ * it), and then nothing waits and no invoice shows it again.
+ */
+static void a_late_hour_is_billed_once_on_the_next_invoice_even_of_an_empty_month(void **state)
+{
+	struct fx *f = *state;
+	int64_t now = (int64_t)time(NULL) * 1000000, m0 = meter_month_start(now);
+	int64_t m1 = meter_month_start(m0 - 1), m2 = meter_month_start(m1 - 1);
+	int64_t m3 = meter_month_start(m2 - 1);
+	char t0[40], t2[40], t3[40], late[40], mon0[8], mon1[8], mon2[8], mon3[8], q[256];
+	meter_time_format(m0, t0, sizeof t0);
+	meter_time_format(m1, late, sizeof late);
+	snprintf(mon1, sizeof mon1, "%.7s", late);
+	meter_time_format(m2, t2, sizeof t2);
+	meter_time_format(m3 + INT64_C(26) * 86400000000, t3, sizeof t3);
+	meter_time_format(m3 + INT64_C(27) * 86400000000, late, sizeof late);
+	snprintf(mon0, sizeof mon0, "%.7s", t0);
+	snprintf(mon2, sizeof mon2, "%.7s", t2);
+	snprintf(mon3, sizeof mon3, "%.7s", t3);
+	api_stop(&f->api);
+	assert_true(api_start(&f->api, METER_API_BIN, f->db.url, "--invoice-grace=0s"));
+	sql(f, "INSERT INTO accounts (id, name, plan, trial_grant_seconds) VALUES "
+	       "('empty', 'E', 'paid', 0)");
+	busy_hour(f, "empty", "em-1", t3);
+	wait_rollups(f);
+	assert_int_equal(invoice_nano(f, "empty", mon3, "final"), 32500000);
+	busy_hour(f, "empty", "em-late", late);
+	wait_rollups(f);
+	/* on the first invoice after it not final, and there alone: not this month's */
+	assert_int_equal(invoice_nano(f, "empty", mon0, "draft"), 0);
+	month_to_date_everywhere(f, "empty", "0.00");
+	snprintf(q, sizeof q,
+	         "SELECT count(*) FROM account_ledger WHERE account_id = 'empty' AND "
+	         "adjusting_month = '%s-01'",
+	         mon2);
+	assert_int_equal(num(f, q), 1);
+	/* the upkeep makes that month final for it, with nothing asked */
+	char err[512];
+	assert_true(rollup_upkeep(f->db.conn, 0, 0, err, sizeof err));
+	snprintf(q, sizeof q,
+	         "SELECT count(*) FROM invoices WHERE account_id = 'empty' AND month = '%s-01' "
+	         "AND total = 0.0325",
+	         mon2);
+	assert_int_equal(num(f, q), 1);
+	assert_int_equal(invoice_nano(f, "empty", mon2, "final"), 32500000);
+	assert_int_equal(invoice_nano(f, "empty", mon1, "final"), 0);
+	assert_int_equal(invoice_nano(f, "empty", mon0, "draft"), 0);
+	assert_int_equal(num(f,
+	                     "SELECT count(*) FROM account_ledger WHERE account_id = 'empty' AND "
+	                     "adjusting_month IS NULL"),
+	                 1);
+	char *csv = focus(f, "empty", mon2);
+	int64_t sum;
+	char period[16];
+	snprintf(period, sizeof period, "%s-01", mon3);
+	assert_int_equal(csv_focus_billed(csv, period, &sum), 2); /* its CPU and memory rows */
+	assert_int_equal(sum, 32500000);
+	free(csv);
+}
+
+/* ---- pricing in SQL is meter/'s ---- */
+
+static uint64_t prng;
+
+static int64_t below(int64_t n)
+{
+	uint64_t z = (prng += 0x9E3779B97F4A7C15ULL);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	return (int64_t)((z ^ (z >> 31)) % (uint64_t)n);
+}
+
+/*
+ * SQL prices a sandbox's month for the pages that rank many sandboxes
+ * (meter_part_nano: sandbox_month_cost, a range's costs); it must give what
+ * meter_usage_cost gives, to the nano-dollar. 20,000 random parts: quantities
+ * up to the largest sandbox's month (256 vCPUs and 1 TiB for 31 days), prices
+ * up to the largest a plan takes, and the halves and zeros where rounding
+ * could differ.
+ */
+static void pricing_in_sql_is_meter_s_to_the_nano_dollar(void **state)
+{
+	struct fx *f = *state;
+	enum { N = 20000 };
+	static char cpu[N * 24], mem[N * 24], pc[N * 16], pm[N * 16];
+	static meter_money want[N];
+	size_t a = 0, b = 0, c = 0, d = 0;
+	prng = 38;
+	int64_t month_us = INT64_C(31) * 24 * 3600 * 1000000;
+	for (int i = 0; i < N; i++) {
+		struct meter_plan p = {.cpu_vcpu_hour = below(METER_PRICE_MAX + 1),
+		                       .memory_gib_hour = below(METER_PRICE_MAX + 1)};
+		struct meter_usage u = {.cpu_billed_us = below(256 * month_us + 1),
+		                        .mem_mgib_us =
+		                                (meter_i128)below(1024001) * below(month_us + 1)};
+		switch (i % 7) {
+		case 0: /* exactly half a nano-dollar of CPU: rounds up */
+			p.cpu_vcpu_hour = 1;
+			u.cpu_billed_us = METER_US_PER_HOUR / 2 + METER_US_PER_HOUR * below(1000);
+			break;
+		case 1:
+			u.cpu_billed_us = 0;
+			u.mem_mgib_us = 0;
+			break;
+		case 2:
+			p.cpu_vcpu_hour = p.memory_gib_hour = 0;
+			break;
+		}
+		struct meter_cost cost;
+		assert_int_equal(meter_usage_cost(&u, &p, &cost), METER_OK);
+		want[i] = cost.total;
+		char q1[METER_QTY_BUF], q2[METER_QTY_BUF];
+		meter_qty_format(u.cpu_billed_us, 0, 0, q1, sizeof q1);
+		meter_qty_format(u.mem_mgib_us, 0, 0, q2, sizeof q2);
+		a += (size_t)snprintf(cpu + a, sizeof cpu - a, "%s%s", i ? "," : "{", q1);
+		b += (size_t)snprintf(mem + b, sizeof mem - b, "%s%s", i ? "," : "{", q2);
+		c += (size_t)snprintf(pc + c, sizeof pc - c, "%s%lld", i ? "," : "{",
+		                      (long long)p.cpu_vcpu_hour);
+		d += (size_t)snprintf(pm + d, sizeof pm - d, "%s%lld", i ? "," : "{",
+		                      (long long)p.memory_gib_hour);
+	}
+	snprintf(cpu + a, sizeof cpu - a, "}");
+	snprintf(mem + b, sizeof mem - b, "}");
+	snprintf(pc + c, sizeof pc - c, "}");
+	snprintf(pm + d, sizeof pm - d, "}");
+	const char *params[] = {cpu, mem, pc, pm};
+	PGresult *r = PQexecParams(f->db.conn,
+	                           "SELECT meter_part_nano(a, b, c / 1e9, d / 1e9) FROM "
+	                           "unnest($1::numeric[], $2::numeric[], $3::numeric[], "
+	                           "$4::numeric[]) WITH ORDINALITY x(a, b, c, d, n) ORDER BY n",
+	                           4, NULL, params, NULL, NULL, 0);
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	assert_int_equal(PQntuples(r), N);
+	for (int i = 0; i < N; i++) {
+		char w[32];
+		snprintf(w, sizeof w, "%lld", (long long)want[i]);
+		if (strcmp(PQgetvalue(r, i, 0), w) != 0)
+			fail_msg("part %d: SQL %s, meter/ %s", i, PQgetvalue(r, i, 0), w);
+	}
+	PQclear(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(pricing_in_sql_is_meter_s_to_the_nano_dollar, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(
+	                a_late_hour_is_billed_once_on_the_next_invoice_even_of_an_empty_month,
+	                setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                a_months_export_is_its_invoice_and_a_final_ones_never_changes, setup,
+	                teardown),
 	        cmocka_unit_test_setup_teardown(a_plan_never_changes_an_interval_already_rated,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(

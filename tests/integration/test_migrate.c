@@ -364,6 +364,7 @@ static const struct placement {
         {"usage_listings", BY_ACCOUNT, "account_id"},
         {"account_limits", BY_ACCOUNT, "account_id"},
         {"account_ledger", BY_ACCOUNT, "account_id"},
+        {"invoice_sandboxes", BY_ACCOUNT, "account_id"},
         {"webhook_deliveries", BY_ACCOUNT, "account_id"},
         {"webhook_attempts", BY_ACCOUNT, "account_id"},
         /* Small tables that do not grow with usage. */
@@ -384,7 +385,8 @@ static const struct placement {
 /* Statement-level triggers on tables Citus would manage, which it does not
  * propagate to shards: the Citus path replaces them first (sorted). */
 #define STATEMENT_TRIGGERS_ON_CITUS                                                                \
-	"invoice_quantities.invoice_quantities_no_truncate, invoices.invoices_no_truncate, "       \
+	"invoice_quantities.invoice_quantities_no_truncate, "                                      \
+	"invoice_sandboxes.invoice_sandboxes_no_truncate, invoices.invoices_no_truncate, "         \
 	"limit_notices.limit_notices_no_truncate, samples.samples_mark"
 
 static const struct placement *placement_of(const char *table)

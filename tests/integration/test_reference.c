@@ -37,6 +37,7 @@
 #include "common/keys.h"
 #include "meter/timefmt.h"
 #include "tests/reference/ref.h"
+#include "tests/support/csv.h"
 #include "tests/support/http.h"
 #include "tests/support/testdb.h"
 
@@ -424,34 +425,6 @@ static bool feed(struct run *r, const struct scenario *s)
 
 /* ---- the comparison ---- */
 
-/* "12.5", "-0.000000001": the value x 10^9, exactly; false when not a decimal. */
-static bool nano(const char *s, int64_t *out)
-{
-	int64_t v = 0, sign = 1;
-	int frac = -1;
-	if (*s == '-') {
-		sign = -1;
-		s++;
-	}
-	if (*s < '0' || *s > '9')
-		return false;
-	for (; *s; s++) {
-		if (*s == '.' && frac < 0) {
-			frac = 0;
-			continue;
-		}
-		if (*s < '0' || *s > '9' || frac >= 9)
-			return false;
-		v = v * 10 + (*s - '0');
-		if (frac >= 0)
-			frac++;
-	}
-	for (frac = frac < 0 ? 0 : frac; frac < 9; frac++)
-		v *= 10;
-	*out = sign * v;
-	return true;
-}
-
 static const char *field(cJSON *o, const char *name)
 {
 	cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
@@ -496,14 +469,14 @@ static void compare_month(struct run *r, const struct scenario *s, int a, const 
 	cJSON *lines = cJSON_GetObjectItem(o, "lines");
 	int n = cJSON_GetArraySize(lines);
 	int64_t total = 0;
-	bool same = n == want.nlines && nano(field(o, "total_exact"), &total) &&
+	bool same = n == want.nlines && csv_nano(field(o, "total_exact"), &total) &&
 	            total == want.total_nano && strcmp(field(o, "status"), status) == 0;
 	for (int i = 0; same && i < n; i++) {
 		cJSON *l = cJSON_GetArrayItem(lines, i);
 		int64_t amount;
 		same = strcmp(field(l, "item"), want.lines[i].item) == 0 &&
 		       strcmp(field(l, "plan"), want.lines[i].plan) == 0 &&
-		       nano(field(l, "amount_exact"), &amount) &&
+		       csv_nano(field(l, "amount_exact"), &amount) &&
 		       amount == want.lines[i].amount_nano;
 	}
 	if (!same || verbose) {
@@ -528,7 +501,7 @@ static void same_money(cJSON *o, const char *what, const char *name, int64_t wan
                        const char *account, char *diff, size_t len)
 {
 	int64_t got = 0;
-	bool same = o && nano(field(o, name), &got) && got == want;
+	bool same = o && csv_nano(field(o, name), &got) && got == want;
 	if (!same || verbose)
 		say(diff, len, "  %s %s %s: meter %s, reference %lld nano-dollars\n",
 		    same ? "same" : "DIFFERS", account, what, o ? field(o, name) : "?",
@@ -618,36 +591,6 @@ static void compare_to_date(struct run *r, const struct scenario *s, int a, char
 	cJSON_Delete(call(r, "PATCH", path, "{\"monthly_spend_cap\": null}", &st));
 }
 
-/* The fields of one CSV row (quotes as RFC 4180 writes them), in place; how many. */
-static int csv_fields(char *line, char **f, int max)
-{
-	int n = 0;
-	char *w = line;
-	for (char *p = line; n < max;) {
-		f[n++] = w;
-		bool quoted = *p == '"';
-		if (quoted)
-			p++;
-		for (; *p; p++) {
-			if (quoted && *p == '"' && p[1] == '"')
-				*w++ = *p++;
-			else if (quoted && *p == '"')
-				quoted = false;
-			else if (!quoted && *p == ',')
-				break;
-			else
-				*w++ = *p;
-		}
-		bool more = *p == ',';
-		*w++ = '\0';
-		if (!more)
-			break;
-		p++;
-		w = p;
-	}
-	return n;
-}
-
 /*
  * The month's FOCUS export against the reference's invoice: its usage rows,
  * summed per line (CPU or memory of a plan), give each line's amount, the
@@ -674,7 +617,7 @@ static void compare_export(struct run *r, const struct scenario *s, int a, const
 		if (rows++ == 0)
 			continue; /* the heading */
 		int64_t cost;
-		same = csv_fields(ln, f, 20) == 19 && nano(f[16], &cost);
+		same = csv_fields(ln, f, 20) == 19 && csv_nano(f[16], &cost);
 		if (!same)
 			break;
 		total += cost;
@@ -718,7 +661,7 @@ static void compare_trial(struct run *r, const struct scenario *s, int a, char *
 	int64_t used = 0, want = ref_trial_used(&s->in, a);
 	/* hours to 6 decimals, half up */
 	int64_t want_micro_h = (want * 2 + 3600) / 7200;
-	if (o == NULL || !nano(field(o, "used_hours"), &used) || used / 1000 != want_micro_h ||
+	if (o == NULL || !csv_nano(field(o, "used_hours"), &used) || used / 1000 != want_micro_h ||
 	    verbose)
 		say(diff, len, "  %s %s trial used: meter %s h, reference %lld µs\n",
 		    o && used / 1000 == want_micro_h ? "same" : "DIFFERS", s->in.accounts[a].id,

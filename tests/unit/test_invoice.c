@@ -10,6 +10,7 @@
 
 #include "meter/allocate.h"
 #include "meter/invoice.h"
+#include "meter/ledger.h"
 #include "meter/timefmt.h"
 #include "reports/invoice.h"
 
@@ -221,6 +222,127 @@ static void the_share_out_adds_up_and_matches_the_slow_way(void **state)
 	assert_int_equal(meter_allocate(10, zero, 2, got), METER_EINVAL);
 }
 
+/* ---- meter/ledger.h ---- */
+
+static uint64_t seed_state;
+
+static int64_t rnd(int64_t lo, int64_t hi)
+{
+	uint64_t z = (seed_state += 0x9E3779B97F4A7C15ULL);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	z ^= z >> 31;
+	return lo + (int64_t)(z % (uint64_t)(hi - lo + 1));
+}
+
+static struct meter_usage some_usage(void)
+{
+	int64_t wall = rnd(0, 40) * H / 4;
+	return (struct meter_usage){.cpu_measured_us = rnd(0, wall),
+	                            .cpu_billed_us = rnd(0, wall + 1),
+	                            .wall_us = wall,
+	                            .busy_us = wall / 2,
+	                            .idle_us = wall - wall / 2,
+	                            .mem_mgib_us = rnd(0, 4000) * wall};
+}
+
+static bool has_final(const struct meter_ledger_row *rows, size_t n, int64_t month)
+{
+	for (size_t k = 0; k < n; k++)
+		if (rows[k].month_us == month && rows[k].kind == METER_LEDGER_FINAL)
+			return true;
+	return false;
+}
+
+/*
+ * What a final invoice records it billed gives back its lines, in the same
+ * order, over random accounts: months of usage under two plans, final months
+ * before the one asked for, some billed less than they have now (late usage),
+ * a grant that ran out before, inside or after them.
+ */
+static void recorded_quantities_give_back_the_lines(void **state)
+{
+	(void)state;
+	struct meter_plan plans[2] = {plan(1, "default", 25000000, 7500000),
+	                              plan(2, "changed", 31000000, 6000000)};
+	int64_t m[6];
+	meter_time_parse("2026-06-01T00:00:00Z", &m[0]);
+	for (int i = 1; i < 6; i++)
+		m[i] = meter_month_next(m[i - 1]);
+	int adjusted = 0; /* lines that adjust a final month: the case is there */
+	for (uint64_t seed = 1; seed <= 2000; seed++) {
+		seed_state = seed;
+		struct meter_ledger_row rows[64];
+		size_t n = 0;
+		for (int i = 0; i < 6; i++) {
+			for (int p = 1; p <= 2; p++)
+				if (rnd(0, 3) > 0)
+					rows[n++] =
+					        (struct meter_ledger_row){.kind = METER_LEDGER_USED,
+					                                  .month_us = m[i],
+					                                  .plan_id = p,
+					                                  .u = some_usage()};
+			if (i < 5 && rnd(0, 2) > 0) { /* final, billed what it had or less */
+				rows[n++] = (struct meter_ledger_row){.kind = METER_LEDGER_FINAL,
+				                                      .month_us = m[i]};
+				for (int p = 1; p <= 2 && rnd(0, 1); p++)
+					rows[n++] = (struct meter_ledger_row){
+					        .kind = METER_LEDGER_BILLED,
+					        .month_us = m[i],
+					        .plan_id = p,
+					        .u = some_usage(),
+					        .covered = {.wall_us = rnd(0, 3) * H}};
+			}
+		}
+		int64_t crossing =
+		        rnd(0, 2) == 0 ? METER_TIME_NONE : m[rnd(0, 5)] + rnd(0, 600) * H;
+		if (crossing != METER_TIME_NONE) {
+			int64_t cm = meter_month_start(crossing);
+			rows[n++] = (struct meter_ledger_row){.kind = METER_LEDGER_BEFORE,
+			                                      .month_us = cm,
+			                                      .plan_id = 1,
+			                                      .u = some_usage()};
+			rows[n++] = (struct meter_ledger_row){.kind = METER_LEDGER_COVER,
+			                                      .month_us = cm,
+			                                      .plan_id = rnd(1, 2),
+			                                      .u = some_usage()};
+		}
+		struct meter_ledger_account a = {.grant_us = rnd(0, 3) * 50 * H,
+		                                 .crossing_hour_us = crossing,
+		                                 .rows = rows,
+		                                 .nrows = n};
+		int64_t month = m[rnd(1, 5)], adjusting;
+		struct meter_invoice lines, back;
+		struct meter_billed_row billed[64];
+		size_t nb = 0;
+		assert_int_equal(meter_ledger_lines(&a, month, meter_month_next(month), plans, 2,
+		                                    &lines, billed, &nb, 64, &adjusting),
+		                 METER_OK);
+		assert_int_equal(meter_ledger_recorded(billed, nb, month, plans, 2, &back),
+		                 METER_OK);
+		assert_int_equal(back.n, lines.n);
+		assert_true(back.total == lines.total);
+		for (size_t i = 0; i < lines.n; i++) {
+			assert_int_equal(back.lines[i].kind, lines.lines[i].kind);
+			assert_true(back.lines[i].amount == lines.lines[i].amount);
+			assert_true(back.lines[i].quantity == lines.lines[i].quantity);
+			assert_true(back.lines[i].for_month_us == lines.lines[i].for_month_us);
+			assert_ptr_equal(back.lines[i].plan, lines.lines[i].plan);
+		}
+		/* an adjustment goes on the first month after its own that is not final: every
+		 * month between them is final */
+		for (size_t i = 0; i < lines.n; i++)
+			adjusted += lines.lines[i].for_month_us != 0;
+		for (size_t i = 0; i < lines.n; i++)
+			for (int64_t x = lines.lines[i].for_month_us
+			                         ? meter_month_next(lines.lines[i].for_month_us)
+			                         : month;
+			     x < month; x = meter_month_next(x))
+				assert_true(has_final(rows, n, x));
+	}
+	assert_true(adjusted > 200);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -229,6 +351,7 @@ int main(void)
 	        cmocka_unit_test(the_trial_is_billed_then_credited_to_the_nano_dollar),
 	        cmocka_unit_test(covering_more_than_was_used_is_refused),
 	        cmocka_unit_test(the_share_out_adds_up_and_matches_the_slow_way),
+	        cmocka_unit_test(recorded_quantities_give_back_the_lines),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
