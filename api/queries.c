@@ -4,8 +4,8 @@
 
 #include "common/db.h"
 
-/* meter_us, meter_ts (migrations/0030_on_citus.sql): immutable, as Citus needs in RETURNING.
- * US takes a timestamptz; EPOCH_US a timestamp (read as UTC) or an interval. */
+/* meter_us, meter_ts (migrations/functions/meter_us.sql, meter_ts.sql): immutable, as Citus needs
+ * in RETURNING. US takes a timestamptz; EPOCH_US a timestamp (read as UTC) or an interval. */
 #define US(col)     "meter_us(" col ")"
 #define EPOCH_US(x) "(extract(epoch FROM " x ") * 1000000)::bigint"
 #define TS(n)       "meter_ts((" n ")::bigint)"
@@ -128,7 +128,7 @@ static const char *const sql[Q_COUNT] = {
                        "AND hour >= " TS("$2") " AND hour < " TS(
                                "$3") " GROUP BY sandbox_id, price_plan_id",
         /* A sandbox's cost over a range: per plan, CPU and memory each priced once
-         * (meter_part_nano, migrations/0019), as the answer prices it. */
+         * (migrations/functions/meter_part_nano.sql), as the answer prices it. */
         [Q_RANK_RANGE] = "SELECT sandbox_id, count(*) OVER () FROM (" RANGE_COSTS ") x "
                          "ORDER BY cost DESC, sandbox_id COLLATE \"C\" LIMIT $4",
         [Q_RANK_MONTH] = "SELECT sandbox_id FROM sandbox_month_cost "

@@ -228,8 +228,8 @@ static int claim(struct webhooks *w, unsigned room)
 	const char *p[] = {lim, lease};
 	PGresult *r =
 	        db_query(w->c,
-	                 /* a read, then each leased by its key (migrations/0029_by_key.sql), as
-	                    Citus needs */
+	                 /* a read, then each leased by its key
+	                    (migrations/functions/meter_webhook_claim.sql), as Citus needs */
 	                 "SELECT id, attempts, step, body, url, secret, account_id "
 	                 "FROM meter_webhook_claim($1, $2 * interval '1 microsecond')",
 	                 2, p, PGRES_TUPLES_OK, "could not take due deliveries", err, sizeof err);

@@ -130,7 +130,8 @@ static int run_migrate(const struct opt_val *v)
 		log_error("%s", err);
 		return 1;
 	}
-	printf("migrations: %d applied now, %d already applied\n", res.applied, res.current);
+	printf("migrations: %d applied now, %d already applied; %d function(s) applied\n",
+	       res.applied, res.current, res.functions);
 	return 0;
 }
 

@@ -4,7 +4,8 @@
 # (cmake/package.cmake) is made of the same files.
 #
 #   bin/                                meter, meter-api, meter-collector, meter-hook
-#   share/meter/migrations/             NNNN_name.sql and citus/place.sql
+#   share/meter/migrations/             NNNN_name.sql, functions/NAME.sql, history.sums and
+#                                       citus/place.sql
 #   lib/systemd/system/                 meter-api.service, meter-collector.service
 #   share/man/man1, man8/               meter.1, meter-api.8, meter-collector.8, meter-hook.8
 #   share/doc/meter/                    README.md
@@ -16,11 +17,12 @@
 install(TARGETS meter meter-api meter-collector meter-hook
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-# Every .sql of migrations/ with its citus/ subfolder, as found at install
-# time (a new migration needs no change here); migrate.c and .h are code.
+# Every .sql of migrations/ with its functions/ and citus/ subfolders, as found
+# at install time (a new migration or function needs no change here), and the
+# released checksums; migrate.c and .h are code.
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/migrations/
   DESTINATION ${CMAKE_INSTALL_DATADIR}/meter/migrations
-  FILES_MATCHING PATTERN "*.sql")
+  FILES_MATCHING PATTERN "*.sql" PATTERN "history.sums")
 
 # The systemd units, in lib/systemd/system under the prefix (Debian's place:
 # /usr/lib/systemd/system, the same folder as /lib/systemd/system on a

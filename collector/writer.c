@@ -103,7 +103,7 @@ bool writer_write(PGconn *c, const char *role, const char *data, size_t len, lon
 	PQclear(r);
 	while ((r = PQgetResult(c)) != NULL) /* the end of the COPY command */
 		PQclear(r);
-	/* meter_samples_ingest (migrations/0028) inserts the batch, leaving out samples
+	/* meter_samples_ingest (migrations/functions/) inserts the batch, leaving out samples
 	 * already there (a batch sent twice), and marks the rollup queue in the same
 	 * statement; the count it inserted comes back with the COMMIT's result. */
 	if (!PQsendQuery(c, "SELECT meter_samples_ingest(array_agg(ROW(" BATCH_COLUMNS

@@ -4,6 +4,10 @@
 -- usage quantities are bigint counts of µs (CPU, wall time) and of
 -- milli-GiB x µs (memory); sizes are numeric with 3 decimals. All times are
 -- timestamptz. The meter/ library holds the rating rules: SQL stores and sums.
+--
+-- The function it defined or changed is now defined in
+-- migrations/functions/meter_ensure_sample_partitions.sql, as all functions
+-- are since 0040.
 
 -- Roles. NOLOGIN groups: an operator grants them to login roles. Roles are
 -- cluster-wide, so creating them tolerates another database having done so.
@@ -99,29 +103,6 @@ COMMENT ON COLUMN samples.memory_peak_bytes IS 'NULL when the host does not repo
 
 -- Anything outside the monthly partitions lands here instead of failing.
 CREATE TABLE samples_default PARTITION OF samples DEFAULT;
-
--- Creates the monthly partitions of samples for every month from the one
--- holding from_ts through the one holding through_ts; existing ones are left
--- alone. Returns how many it made.
-CREATE FUNCTION meter_ensure_sample_partitions(from_ts timestamptz, through_ts timestamptz)
-RETURNS integer LANGUAGE plpgsql SET timezone = 'UTC' AS $$
-DECLARE
-	m timestamptz := date_trunc('month', from_ts AT TIME ZONE 'UTC') AT TIME ZONE 'UTC';
-	made integer := 0;
-	part text;
-BEGIN
-	WHILE m <= through_ts LOOP
-		part := 'samples_' || to_char(m AT TIME ZONE 'UTC', 'YYYYMM');
-		IF to_regclass(part) IS NULL THEN
-			EXECUTE format('CREATE TABLE %I PARTITION OF samples FOR VALUES FROM (%L) TO (%L)',
-				part, m, m + interval '1 month');
-			made := made + 1;
-		END IF;
-		m := m + interval '1 month';
-	END LOOP;
-	RETURN made;
-END
-$$;
 
 -- From the month the default plan took effect until a year from now.
 SELECT meter_ensure_sample_partitions('2026-09-01T00:00:00Z', now() + interval '12 months');

@@ -6,6 +6,10 @@
 -- intervals that end after the hour holding from_ts with the meter/ library,
 -- replaces their usage_hourly rows from that hour on, keeps account_month in
 -- step, and removes the mark, all in one transaction.
+--
+-- The function it defined or changed is now defined in
+-- migrations/functions/meter_mark_samples.sql, as all functions are since
+-- 0040.
 
 CREATE TABLE rollup_queue (
 	sandbox_id meter_id PRIMARY KEY,
@@ -35,22 +39,6 @@ CREATE TABLE account_month (
 CREATE INDEX samples_sandbox_ts ON samples (sandbox_id, ts);
 CREATE INDEX sandboxes_account_running ON sandboxes (account_id) WHERE stopped_at IS NULL;
 DROP INDEX sandboxes_account;
-
--- Marks the sandboxes of newly inserted samples. SECURITY DEFINER: the
--- collector's role may only insert samples, yet its inserts mark the queue.
-CREATE FUNCTION meter_mark_samples() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
-BEGIN
-	INSERT INTO rollup_queue (sandbox_id, from_ts, queued_at)
-	SELECT sandbox_id, min(ts), clock_timestamp() FROM new_samples GROUP BY sandbox_id
-	ON CONFLICT (sandbox_id) DO UPDATE
-		SET from_ts = least(rollup_queue.from_ts, EXCLUDED.from_ts),
-		    queued_at = least(rollup_queue.queued_at, EXCLUDED.queued_at),
-		    waiting = NULL;
-	RETURN NULL;
-END
-$$;
-REVOKE ALL ON FUNCTION meter_mark_samples() FROM PUBLIC;
 
 CREATE TRIGGER samples_mark AFTER INSERT ON samples
 	REFERENCING NEW TABLE AS new_samples

@@ -6,6 +6,10 @@
 -- quantities it billed. Usage of a month that arrives after its invoice is final
 -- is billed as adjustment lines on a later invoice: the quantities a month has
 -- now, less what final invoices have billed for it so far.
+--
+-- The function it defined or changed is now defined in
+-- migrations/functions/meter_refuse_change.sql, as all functions are since
+-- 0040.
 
 CREATE TABLE invoices (
 	account_id meter_id NOT NULL REFERENCES accounts (id),
@@ -34,16 +38,6 @@ CREATE TABLE invoice_quantities (
 	FOREIGN KEY (account_id, month) REFERENCES invoices (account_id, month)
 );
 
--- The database, not only the code, refuses to change a final invoice.
-CREATE FUNCTION meter_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	IF TG_OP = 'TRUNCATE' THEN
-		RAISE EXCEPTION 'final invoices never change' USING ERRCODE = 'integrity_constraint_violation';
-	END IF;
-	RAISE EXCEPTION 'final invoices never change (% of account %)', OLD.month, OLD.account_id
-		USING ERRCODE = 'integrity_constraint_violation';
-END
-$$;
 CREATE TRIGGER invoices_final BEFORE UPDATE OR DELETE ON invoices
 	FOR EACH ROW EXECUTE FUNCTION meter_refuse_change();
 CREATE TRIGGER invoice_quantities_final BEFORE UPDATE OR DELETE ON invoice_quantities

@@ -7,6 +7,10 @@
 -- with several API processes: the trial once per account, the spend cap once
 -- per account and month, the concurrency limit once per registration that
 -- reached it. NOTIFY is sent when the transaction that crossed commits.
+--
+-- The function it defined or changed is now defined in
+-- migrations/functions/meter_notify_limit.sql, as all functions are since
+-- 0040.
 CREATE TABLE limit_notices (
 	account_id meter_id NOT NULL REFERENCES accounts (id),
 	limit_name text NOT NULL CHECK (limit_name IN ('trial_spent', 'spend_cap_reached',
@@ -17,18 +21,4 @@ CREATE TABLE limit_notices (
 	PRIMARY KEY (account_id, limit_name, period)
 );
 
-CREATE FUNCTION meter_notify_limit(account text, limit_name text, period text, payload jsonb)
-RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN
-	INSERT INTO limit_notices (account_id, limit_name, period, payload)
-	VALUES (account, limit_name, period, payload) ON CONFLICT DO NOTHING;
-	IF NOT FOUND THEN
-		RETURN false;
-	END IF;
-	PERFORM pg_notify('meter_limits', payload::text);
-	RETURN true;
-END
-$$;
-
 GRANT SELECT, INSERT ON limit_notices TO meter_api;
-GRANT EXECUTE ON FUNCTION meter_notify_limit(text, text, text, jsonb) TO meter_api;

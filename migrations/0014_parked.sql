@@ -13,6 +13,10 @@
 -- retry_after: a mark whose rating failed for a passing reason (a deadlock,
 -- a cancel) waits that long before it is taken again, so the rest of the
 -- queue goes first.
+--
+-- The function it defined or changed is now defined in
+-- migrations/functions/meter_mark_samples.sql, as all functions are since
+-- 0040.
 ALTER TABLE rollup_queue
 	ADD COLUMN waiting_kind text CHECK (waiting_kind IN ('unregistered', 'parked')),
 	ADD COLUMN waiting_since timestamptz,
@@ -25,16 +29,3 @@ UPDATE rollup_queue SET waiting_kind = CASE WHEN waiting LIKE 'cannot rate%' THE
                                             ELSE 'unregistered' END,
                         waiting_since = queued_at
 WHERE waiting IS NOT NULL;
-
-CREATE OR REPLACE FUNCTION meter_mark_samples() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
-BEGIN
-	INSERT INTO rollup_queue (sandbox_id, from_ts, queued_at)
-	SELECT sandbox_id, min(ts), clock_timestamp() FROM new_samples GROUP BY sandbox_id
-	ON CONFLICT (sandbox_id) DO UPDATE
-		SET from_ts = least(rollup_queue.from_ts, EXCLUDED.from_ts),
-		    queued_at = least(rollup_queue.queued_at, EXCLUDED.queued_at),
-		    waiting = NULL, waiting_kind = NULL;
-	RETURN NULL;
-END
-$$;

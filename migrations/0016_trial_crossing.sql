@@ -13,6 +13,10 @@
 -- No row: the grant is not used up (or the account has none). exact is false
 -- when the hour's raw samples were already dropped and its cover was shared
 -- out from the hour's sums instead.
+--
+-- The function it defined or changed is now defined in
+-- migrations/functions/meter_trial_grant_changed.sql, as all functions are
+-- since 0040.
 CREATE TABLE trial_crossing (
 	account_id meter_id PRIMARY KEY REFERENCES accounts (id),
 	hour timestamptz NOT NULL,
@@ -41,12 +45,6 @@ CREATE TABLE trial_queue (
 	queued_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 
-CREATE FUNCTION meter_trial_grant_changed() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	INSERT INTO trial_queue (account_id) VALUES (NEW.id) ON CONFLICT DO NOTHING;
-	RETURN NULL;
-END
-$$;
 CREATE TRIGGER accounts_trial_grant AFTER UPDATE OF trial_grant_seconds ON accounts
 	FOR EACH ROW WHEN (OLD.trial_grant_seconds IS DISTINCT FROM NEW.trial_grant_seconds)
 	EXECUTE FUNCTION meter_trial_grant_changed();

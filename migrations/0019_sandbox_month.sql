@@ -15,6 +15,10 @@
 -- /v1/accounts/{id}/usage with a limit): the ids in the order of the first
 -- page, so every page after it follows that order and a sandbox is listed
 -- once, whatever usage lands meanwhile. A listing is kept a day.
+--
+-- The functions it defined or changed are now defined in migrations/functions/, one file
+-- each (meter_part_nano.sql, meter_sandbox_month_costs.sql), as all functions
+-- are since 0040.
 CREATE TABLE sandbox_month (
 	account_id meter_id NOT NULL,
 	month date NOT NULL CHECK (extract(day FROM month) = 1),
@@ -59,54 +63,6 @@ CREATE INDEX usage_listings_created ON usage_listings (created_at);
 -- An account's sandboxes by id, for GET /v1/accounts/{id}/sandboxes.
 CREATE INDEX sandboxes_account_id ON sandboxes (account_id, id COLLATE "C");
 
--- The cost of one plan's part, in nano-dollars: quantity x price, half up, in
--- integers (the C side's meter_usage_cost).
-CREATE FUNCTION meter_part_nano(cpu_billed_us numeric, memory_mgib_us numeric,
-                                cpu_vcpu_hour numeric, memory_gib_hour numeric)
-RETURNS numeric LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-	SELECT div(2 * cpu_billed_us * (cpu_vcpu_hour * 1000000000) + 3600000000, 7200000000)
-	     + div(2 * memory_mgib_us * (memory_gib_hour * 1000000000) + 3600000000000,
-	           7200000000000)
-$$;
-
--- The cost rows of sandboxes (sandbox ids, account ids and months from, one
--- element each) from their sandbox_month rows; rows left with no usage go.
-CREATE FUNCTION meter_sandbox_month_costs(accounts text[], sandboxes text[], froms date[])
-RETURNS void LANGUAGE sql AS $$
-	WITH j AS (SELECT * FROM unnest(accounts, sandboxes, froms) j(a, s, m)),
-	t AS (SELECT sm.account_id, sm.month, sm.sandbox_id,
-	             sum(meter_part_nano(sm.cpu_billed_us, sm.memory_mgib_us, p.cpu_vcpu_hour,
-	                                 p.memory_gib_hour)) cost,
-	             sum(sm.cpu_measured_us) cm, sum(sm.cpu_billed_us) cb, sum(sm.busy_us) bu,
-	             sum(sm.idle_us) id, sum(sm.wall_us) wa, sum(sm.memory_mgib_us) me
-	      FROM j JOIN sandbox_month sm ON sm.account_id = j.a AND sm.sandbox_id = j.s
-	        AND sm.month >= j.m
-	      JOIN price_plans p ON p.id = sm.price_plan_id
-	      GROUP BY 1, 2, 3),
-	gone AS (DELETE FROM sandbox_month_cost c USING j
-	         WHERE c.account_id = j.a AND c.sandbox_id = j.s AND c.month >= j.m
-	           AND NOT EXISTS (SELECT 1 FROM t WHERE t.account_id = c.account_id
-	                           AND t.month = c.month AND t.sandbox_id = c.sandbox_id
-	                           AND (t.cm > 0 OR t.cb > 0 OR t.wa > 0))),
-	emptied AS (DELETE FROM sandbox_month sm USING j
-	            WHERE sm.account_id = j.a AND sm.sandbox_id = j.s AND sm.month >= j.m
-	              AND sm.cpu_measured_us = 0 AND sm.cpu_billed_us = 0 AND sm.wall_us = 0
-	              AND sm.memory_mgib_us = 0)
-	INSERT INTO sandbox_month_cost AS c (account_id, month, sandbox_id, cost_nano,
-	  cpu_measured_us, cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us)
-	SELECT account_id, month, sandbox_id, cost, cm, cb, bu, id, wa, me FROM t
-	WHERE cm > 0 OR cb > 0 OR wa > 0
-	ORDER BY 1, 2, 3
-	ON CONFLICT (account_id, month, sandbox_id) DO UPDATE SET cost_nano = EXCLUDED.cost_nano,
-	  cpu_measured_us = EXCLUDED.cpu_measured_us, cpu_billed_us = EXCLUDED.cpu_billed_us,
-	  busy_us = EXCLUDED.busy_us, idle_us = EXCLUDED.idle_us, wall_us = EXCLUDED.wall_us,
-	  memory_mgib_us = EXCLUDED.memory_mgib_us
-	WHERE (c.cost_nano, c.cpu_measured_us, c.cpu_billed_us, c.busy_us, c.idle_us, c.wall_us,
-	       c.memory_mgib_us) IS DISTINCT FROM (EXCLUDED.cost_nano, EXCLUDED.cpu_measured_us,
-	       EXCLUDED.cpu_billed_us, EXCLUDED.busy_us, EXCLUDED.idle_us, EXCLUDED.wall_us,
-	       EXCLUDED.memory_mgib_us);
-$$;
-
 -- What is there already.
 INSERT INTO sandbox_month (account_id, month, sandbox_id, price_plan_id, cpu_measured_us,
   cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us)
@@ -114,10 +70,19 @@ SELECT account_id, (date_trunc('month', hour AT TIME ZONE 'UTC'))::date, sandbox
        price_plan_id, sum(cpu_measured_us), sum(cpu_billed_us), sum(busy_us), sum(idle_us),
        sum(wall_us), sum(memory_mgib_us)
 FROM usage_hourly GROUP BY 1, 2, 3, 4;
-SELECT meter_sandbox_month_costs(array_agg(account_id), array_agg(sandbox_id), array_agg(m))
-FROM (SELECT account_id, sandbox_id, min(month) AS m FROM sandbox_month GROUP BY 1, 2) x;
+INSERT INTO sandbox_month_cost (account_id, month, sandbox_id, cost_nano, cpu_measured_us,
+  cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us)
+SELECT sm.account_id, sm.month, sm.sandbox_id,
+       sum(meter_part_nano(sm.cpu_billed_us, sm.memory_mgib_us, p.cpu_vcpu_hour,
+                           p.memory_gib_hour)),
+       sum(sm.cpu_measured_us), sum(sm.cpu_billed_us), sum(sm.busy_us), sum(sm.idle_us),
+       sum(sm.wall_us), sum(sm.memory_mgib_us)
+FROM sandbox_month sm JOIN price_plans p ON p.id = sm.price_plan_id
+GROUP BY 1, 2, 3
+HAVING sum(sm.cpu_measured_us) > 0 OR sum(sm.cpu_billed_us) > 0 OR sum(sm.wall_us) > 0;
+DELETE FROM sandbox_month WHERE cpu_measured_us = 0 AND cpu_billed_us = 0 AND wall_us = 0
+  AND memory_mgib_us = 0;
 
 GRANT SELECT, INSERT, UPDATE, DELETE ON sandbox_month, sandbox_month_cost, usage_listings
 	TO meter_api;
 GRANT USAGE ON SEQUENCE usage_listings_id_seq TO meter_api;
-GRANT EXECUTE ON FUNCTION meter_sandbox_month_costs(text[], text[], date[]) TO meter_api;

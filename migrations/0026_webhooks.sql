@@ -18,6 +18,10 @@
 -- For Citus (docs/scaling.md): endpoints are a reference table; deliveries
 -- and attempts are keyed by account first, to be co-located with the
 -- limit_notices and invoices whose triggers write them.
+--
+-- The functions it defined or changed are now defined in migrations/functions/, one file
+-- each (meter_webhook_event.sql, meter_webhook_invoice.sql,
+-- meter_webhook_limit.sql), as all functions are since 0040.
 CREATE TABLE webhook_endpoints (
 	id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	url text NOT NULL CHECK (length(url) <= 2048 AND url ~ '^https?://[^[:space:][:cntrl:]]+$'),
@@ -60,57 +64,9 @@ CREATE TABLE webhook_attempts (
 		ON DELETE CASCADE
 );
 
--- One delivery per endpoint that wants event for account; the number written.
-CREATE FUNCTION meter_webhook_event(account text, event text, data jsonb)
-RETURNS integer LANGUAGE plpgsql AS $$
-DECLARE
-	n integer;
-BEGIN
-	INSERT INTO webhook_deliveries (account_id, id, endpoint_id, type, body)
-	SELECT account, 'msg_' || replace(gen_random_uuid()::text, '-', ''), e.id, event,
-	       jsonb_build_object('type', event,
-	                          'timestamp', to_char(now() AT TIME ZONE 'UTC',
-	                                               'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-	                          'data', data)::text
-	FROM webhook_endpoints e
-	WHERE event = ANY (e.events) AND (e.account_id IS NULL OR e.account_id = account);
-	GET DIAGNOSTICS n = ROW_COUNT;
-	IF n > 0 THEN
-		PERFORM pg_notify('meter_webhooks', '');
-	END IF;
-	RETURN n;
-END
-$$;
-
-CREATE FUNCTION meter_webhook_limit() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM meter_webhook_event(NEW.account_id,
-		CASE NEW.limit_name WHEN 'trial_spent' THEN 'limit.trial_exhausted'
-		                    WHEN 'concurrency_limit' THEN 'limit.concurrency_reached'
-		                    ELSE 'limit.spend_cap_reached' END,
-		NEW.payload);
-	RETURN NULL;
-END
-$$;
 CREATE TRIGGER limit_notices_webhooks AFTER INSERT ON limit_notices
 	FOR EACH ROW EXECUTE FUNCTION meter_webhook_limit();
 
-CREATE FUNCTION meter_webhook_invoice() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-	doc jsonb := NEW.body_json::jsonb;
-BEGIN
-	PERFORM meter_webhook_event(NEW.account_id, 'invoice.finalized',
-		jsonb_build_object('account_id', NEW.account_id,
-		                   'month', to_char(NEW.month, 'YYYY-MM'),
-		                   'total', doc -> 'total',
-		                   'total_exact', doc -> 'total_exact',
-		                   'finalized_at', to_char(NEW.finalized_at AT TIME ZONE 'UTC',
-		                                           'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-		                   'invoice', '/v1/accounts/' || NEW.account_id || '/invoices/'
-		                              || to_char(NEW.month, 'YYYY-MM')));
-	RETURN NULL;
-END
-$$;
 CREATE TRIGGER invoices_webhooks AFTER INSERT ON invoices
 	FOR EACH ROW EXECUTE FUNCTION meter_webhook_invoice();
 

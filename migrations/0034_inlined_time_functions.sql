@@ -15,10 +15,6 @@
 -- Microseconds only (no days, no months), so no zone could change either.
 -- tests/integration/test_migrate.c compares them with 0030's bodies in
 -- several time zones and checks that they are inlined.
-CREATE OR REPLACE FUNCTION meter_ts(us bigint) RETURNS timestamptz
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-AS $$ SELECT ('epoch'::timestamp + us * interval '1 microsecond') AT TIME ZONE 'UTC' $$;
-
-CREATE OR REPLACE FUNCTION meter_us(t timestamptz) RETURNS bigint
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-AS $$ SELECT (extract(epoch FROM t AT TIME ZONE 'UTC') * 1000000)::bigint $$;
+--
+-- The functions it defined or changed are now defined in migrations/functions/, one file
+-- each (meter_ts.sql, meter_us.sql), as all functions are since 0040.

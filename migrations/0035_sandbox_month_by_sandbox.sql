@@ -23,18 +23,9 @@
 -- Citus, with the tables already distributed, the old key is dropped and the
 -- new one added by ALTER TABLE, one subcommand each as Citus requires.
 -- meter_distributed(t): whether t is a table Citus has placed (0036 asks too).
-CREATE FUNCTION meter_distributed(t regclass) RETURNS boolean
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-	placed boolean := false;
-BEGIN
-	IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
-		EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = $1)'
-			INTO placed USING t;
-	END IF;
-	RETURN placed;
-END
-$$;
+--
+-- The function it defined or changed is now defined in
+-- migrations/functions/meter_distributed.sql, as all functions are since 0040.
 
 DO $$
 BEGIN

@@ -26,30 +26,7 @@
 -- CONFLICT did, and when the first commits, it meets them and inserts none
 -- (test_ledger the_same_batch_written_at_once_is_stored_once).
 -- Any other error (a check, a lock's timeout) ends the write as before.
-CREATE OR REPLACE FUNCTION meter_samples_ingest(batch meter_sample_row[]) RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public SET meter.samples_marked = 'on'
-AS $$
-DECLARE
-	-- %s: nothing the first time, ON CONFLICT DO NOTHING after a duplicate
-	ins constant text := $q$
-		WITH ins AS (
-			INSERT INTO samples (sandbox_id, incarnation, ts, account_id, host,
-			                     cpu_usage_us, memory_current_bytes, memory_peak_bytes,
-			                     memory_anon_kernel_bytes, memory_limit_bytes,
-			                     cpu_limit_millicores, ended)
-			SELECT * FROM unnest($1) %s
-			RETURNING sandbox_id, incarnation, ts, account_id, cpu_limit_millicores,
-			          memory_limit_bytes, ended)
-		SELECT array_agg(ROW(sandbox_id, incarnation, ts, account_id, cpu_limit_millicores,
-		                     memory_limit_bytes, ended)::meter_sample_arrival)
-		FROM ins$q$;
-	arrived meter_sample_arrival[];
-BEGIN
-	BEGIN
-		EXECUTE format(ins, '') INTO arrived USING batch;
-	EXCEPTION WHEN unique_violation THEN
-		EXECUTE format(ins, 'ON CONFLICT DO NOTHING') INTO arrived USING batch;
-	END;
-	RETURN meter_samples_arrived(arrived);
-END
-$$;
+--
+-- The function it defined or changed is now defined in
+-- migrations/functions/meter_samples_ingest.sql, as all functions are since
+-- 0040.

@@ -1,10 +1,12 @@
 #include "migrations/migrate.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,10 +20,18 @@
 #define MIGRATE_MAX_FILES 1000
 
 struct mfile {
-	int version;
+	int version; /* a numbered file's; -1 for a function file */
 	char name[256];
 	char checksum[65];
 	char *sql;
+	bool mentioned; /* scratch: a function file named by the file being applied */
+};
+
+/* A numbered file's checksum as a release applied it, before it was rewritten (0040
+ * moved every function definition out of the numbered files into functions/). */
+struct history_sum {
+	int version;
+	char checksum[65];
 };
 
 const char *migrate_default_dir(void)
@@ -107,6 +117,124 @@ static void free_files(struct mfile *f, size_t n)
 	for (size_t i = 0; i < n; i++)
 		free(f[i].sql);
 	free(f);
+}
+
+/* [a-z0-9_]+.sql: a function file's name, or NULL for a name of another shape. */
+static bool function_name(const char *name)
+{
+	size_t len = strlen(name);
+	if (len < 5 || strcmp(name + len - 4, ".sql") != 0)
+		return false;
+	for (size_t i = 0; i < len - 4; i++)
+		if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9') ||
+		      name[i] == '_'))
+			return false;
+	return true;
+}
+
+/* Lists and reads the function files of dir/functions, sorted by name; none when the
+ * folder is not there. */
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(((const struct mfile *)a)->name, ((const struct mfile *)b)->name);
+}
+
+static bool load_functions(const char *dir, struct mfile **out, size_t *nout, char *err,
+                           size_t errlen)
+{
+	char sub[4096];
+	snprintf(sub, sizeof sub, "%s/functions", dir);
+	*out = NULL;
+	*nout = 0;
+	DIR *d = opendir(sub);
+	if (d == NULL && errno == ENOENT)
+		return true;
+	if (d == NULL) {
+		snprintf(err, errlen, "could not open the functions folder \"%s\": %s", sub,
+		         strerror(errno));
+		return false;
+	}
+	struct mfile *files = calloc(MIGRATE_MAX_FILES, sizeof *files);
+	size_t n = 0;
+	bool ok = files != NULL;
+	if (!ok)
+		snprintf(err, errlen, "could not list functions: out of memory");
+	for (struct dirent *e; ok && (e = readdir(d)) != NULL;) {
+		size_t len = strlen(e->d_name);
+		if (e->d_name[0] == '.' || len < 4 || strcmp(e->d_name + len - 4, ".sql") != 0)
+			continue;
+		if (!function_name(e->d_name) || len - 4 >= sizeof files[n].name) {
+			snprintf(err, errlen,
+			         "function file \"%s\" is not named NAME.sql (lowercase letters, "
+			         "digits and _): the name of the function it defines",
+			         e->d_name);
+			ok = false;
+		} else if (n == MIGRATE_MAX_FILES) {
+			snprintf(err, errlen, "too many function files in \"%s\"", sub);
+			ok = false;
+		} else {
+			files[n].version = -1;
+			memcpy(files[n].name, e->d_name, len - 4);
+			files[n].name[len - 4] = '\0';
+			ok = read_file(sub, e->d_name, &files[n++].sql, err, errlen);
+		}
+	}
+	closedir(d);
+	if (!ok) {
+		if (files)
+			free_files(files, n);
+		return false;
+	}
+	qsort(files, n, sizeof *files, cmp_name);
+	*out = files;
+	*nout = n;
+	return true;
+}
+
+/* The lines "NNNN CHECKSUM NAME" of dir/history.sums; none when there is no such file. */
+static bool load_history(const char *dir, struct history_sum **out, size_t *nout, char *err,
+                         size_t errlen)
+{
+	char path[4096], *text = NULL;
+	struct stat st;
+	*out = NULL;
+	*nout = 0;
+	snprintf(path, sizeof path, "%s/history.sums", dir);
+	if (stat(path, &st) != 0 && errno == ENOENT)
+		return true;
+	if (!read_file(dir, "history.sums", &text, err, errlen))
+		return false;
+	struct history_sum *h = calloc(MIGRATE_MAX_FILES, sizeof *h);
+	size_t n = 0;
+	bool ok = h != NULL;
+	int line = 0;
+	for (char *save = NULL, *l = ok ? strtok_r(text, "\n", &save) : NULL; ok && l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		line++;
+		if (l[0] == '#' || l[0] == '\0')
+			continue;
+		int v = 0;
+		char sum[65] = "";
+		if (n == MIGRATE_MAX_FILES || sscanf(l, "%4d %64[0-9a-f]", &v, sum) != 2 ||
+		    strlen(sum) != 64) {
+			snprintf(err, errlen, "\"%s\" line %d is not \"NNNN SHA-256 NAME\"", path,
+			         line);
+			ok = false;
+			break;
+		}
+		h[n].version = v;
+		memcpy(h[n++].checksum, sum, 65);
+	}
+	if (h == NULL)
+		snprintf(err, errlen, "could not read \"%s\": out of memory", path);
+	free(text);
+	if (!ok) {
+		free(h);
+		return false;
+	}
+	*out = h;
+	*nout = n;
+	return true;
 }
 
 /* Lists, reads and sorts the migration files of dir. */
@@ -195,93 +323,23 @@ static int line_of(const char *sql, const char *pos)
 	return line;
 }
 
-static bool apply(PGconn *c, const struct mfile *f, char *err, size_t errlen)
+/* Whether sql names name as a word outside its "--" comments. */
+static bool mentions(const char *sql, const char *name)
 {
-	char what[512];
-	PGresult *r = NULL;
-	bool ok = false;
-	if (!db_exec(c, "BEGIN", err, errlen))
-		return false;
-	r = PQexec(c, f->sql);
-	if (r == NULL ||
-	    (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)) {
-		int line = line_of(f->sql,
-		                   r ? PQresultErrorField(r, PG_DIAG_STATEMENT_POSITION) : NULL);
-		if (line)
-			snprintf(what, sizeof what, "migration %s failed at line %d", f->name,
-			         line);
-		else
-			snprintf(what, sizeof what, "migration %s failed", f->name);
-		db_check(r, PGRES_COMMAND_OK, what, err, errlen);
-		goto out;
-	}
-	if (PQtransactionStatus(c) != PQTRANS_INTRANS) {
-		snprintf(err, errlen,
-		         "migration %s ended its transaction itself; migrations must not "
-		         "contain BEGIN, COMMIT or ROLLBACK",
-		         f->name);
-		goto out;
-	}
-	PQclear(r);
-	char version[16];
-	snprintf(version, sizeof version, "%d", f->version);
-	const char *params[] = {version, f->name, f->checksum};
-	r = PQexecParams(c,
-	                 "INSERT INTO meter_migrations (version, name, checksum) "
-	                 "VALUES ($1, $2, $3)",
-	                 3, NULL, params, NULL, NULL, 0);
-	snprintf(what, sizeof what, "could not record migration %s", f->name);
-	if (!db_check(r, PGRES_COMMAND_OK, what, err, errlen))
-		goto out;
-	PQclear(r);
-	r = NULL;
-	ok = db_exec(c, "COMMIT", err, errlen);
-out:
-	PQclear(r);
-	if (!ok && PQtransactionStatus(c) != PQTRANS_IDLE) {
-		PGresult *rb = PQexec(c, "ROLLBACK");
-		PQclear(rb);
-	}
-	return ok;
-}
-
-/* Checks the applied migrations against the files; none may differ or be missing. */
-static bool verify_applied(PGconn *c, struct mfile *files, size_t n, bool *applied, int *current,
-                           char *err, size_t errlen)
-{
-	PGresult *r = PQexec(c, "SELECT version, name, checksum FROM meter_migrations "
-	                        "ORDER BY version");
-	bool ok = false;
-	if (!db_check(r, PGRES_TUPLES_OK, "could not read applied migrations", err, errlen))
-		goto out;
-	for (int i = 0; i < PQntuples(r); i++) {
-		int64_t v = 0;
-		(void)meter_decimal_parse(PQgetvalue(r, i, 0), 0, false, &v);
-		size_t k;
-		for (k = 0; k < n && files[k].version != v; k++)
-			;
-		if (k == n) {
-			snprintf(err, errlen,
-			         "the database has migration %s applied, which is not among the "
-			         "files; is this meter older than the database?",
-			         PQgetvalue(r, i, 1));
-			goto out;
+	size_t n = strlen(name);
+	for (const char *p = sql; *p;) {
+		if (p[0] == '-' && p[1] == '-') {
+			p += strcspn(p, "\n");
+			continue;
 		}
-		if (strcmp(files[k].checksum, PQgetvalue(r, i, 2)) != 0) {
-			snprintf(err, errlen,
-			         "migration %s was changed after it was applied (recorded "
-			         "checksum %.12s, file now %.12s); put the change in a new "
-			         "migration instead",
-			         files[k].name, PQgetvalue(r, i, 2), files[k].checksum);
-			goto out;
-		}
-		applied[k] = true;
-		(*current)++;
+		bool word = (p == sql || !(isalnum((unsigned char)p[-1]) || p[-1] == '_')) &&
+		            strncmp(p, name, n) == 0 &&
+		            !(isalnum((unsigned char)p[n]) || p[n] == '_');
+		if (word)
+			return true;
+		p++;
 	}
-	ok = true;
-out:
-	PQclear(r);
-	return ok;
+	return false;
 }
 
 /*
@@ -316,6 +374,253 @@ static const char *statement_end(const char *sql)
 		}
 	}
 	return p;
+}
+
+/* Runs one file's SQL; false with err naming it and the line that failed. */
+static bool run_sql(PGconn *c, const char *label, const char *sql, char *err, size_t errlen)
+{
+	char what[512];
+	PGresult *r = PQexec(c, sql);
+	ExecStatusType st = PQresultStatus(r);
+	bool ok = r != NULL &&
+	          (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK || st == PGRES_EMPTY_QUERY);
+	if (!ok) {
+		int line =
+		        line_of(sql, r ? PQresultErrorField(r, PG_DIAG_STATEMENT_POSITION) : NULL);
+		if (line)
+			snprintf(what, sizeof what, "%s failed at line %d", label, line);
+		else
+			snprintf(what, sizeof what, "%s failed", label);
+		db_check(r, PGRES_COMMAND_OK, what, err, errlen);
+	}
+	PQclear(r);
+	return ok;
+}
+
+/*
+ * Runs only the CREATE FUNCTION statements of a function file: what a numbered
+ * file that names the function needs of it (the roles its grants name may come
+ * in that numbered file; its privileges and settings follow with the whole file
+ * after the numbered files).
+ */
+static bool create_only(PGconn *c, const char *label, const char *sql, char *err, size_t errlen)
+{
+	bool ok = true;
+	for (const char *at = sql; ok && *at;) {
+		const char *end = statement_end(at), *p = at;
+		for (;;) { /* past blanks and comments */
+			p += strspn(p, " \t\r\n");
+			if (p[0] != '-' || p[1] != '-')
+				break;
+			p += strcspn(p, "\n");
+		}
+		if (strncasecmp(p, "CREATE OR REPLACE FUNCTION", 26) == 0 ||
+		    strncasecmp(p, "CREATE FUNCTION", 15) == 0) {
+			char *one = strndup(at, (size_t)(end - at));
+			if (one == NULL) {
+				snprintf(err, errlen, "%s: out of memory", label);
+				return false;
+			}
+			ok = run_sql(c, label, one, err, errlen);
+			free(one);
+		}
+		at = end;
+	}
+	return ok;
+}
+
+/*
+ * Applies numbered file f in its own transaction with its row in
+ * meter_migrations. The function files it names (a trigger's function, a
+ * function a data step calls) are created first (create_only), as they are
+ * now, with their bodies unchecked: the tables of later migrations may not be
+ * there yet. A numbered file must not rely on what those functions call in
+ * turn.
+ */
+static bool apply(PGconn *c, const struct mfile *f, const struct mfile *funcs, size_t nfuncs,
+                  char *err, size_t errlen)
+{
+	char what[512];
+	PGresult *r = NULL;
+	bool ok = false, unchecked = false;
+	if (!db_exec(c, "BEGIN", err, errlen))
+		return false;
+	for (size_t i = 0; i < nfuncs; i++) {
+		if (!mentions(f->sql, funcs[i].name))
+			continue;
+		if (!unchecked && !db_exec(c, "SET LOCAL check_function_bodies = off", err, errlen))
+			goto out;
+		unchecked = true;
+		snprintf(what, sizeof what, "function %s, which migration %s names,", funcs[i].name,
+		         f->name);
+		if (!create_only(c, what, funcs[i].sql, err, errlen))
+			goto out;
+	}
+	if (unchecked && !db_exec(c, "SET LOCAL check_function_bodies = on", err, errlen))
+		goto out;
+	snprintf(what, sizeof what, "migration %s", f->name);
+	if (!run_sql(c, what, f->sql, err, errlen))
+		goto out;
+	if (PQtransactionStatus(c) != PQTRANS_INTRANS) {
+		snprintf(err, errlen,
+		         "migration %s ended its transaction itself; migrations must not "
+		         "contain BEGIN, COMMIT or ROLLBACK",
+		         f->name);
+		goto out;
+	}
+	char version[16];
+	snprintf(version, sizeof version, "%d", f->version);
+	const char *params[] = {version, f->name, f->checksum};
+	r = PQexecParams(c,
+	                 "INSERT INTO meter_migrations (version, name, checksum) "
+	                 "VALUES ($1, $2, $3)",
+	                 3, NULL, params, NULL, NULL, 0);
+	snprintf(what, sizeof what, "could not record migration %s", f->name);
+	if (!db_check(r, PGRES_COMMAND_OK, what, err, errlen))
+		goto out;
+	PQclear(r);
+	r = NULL;
+	ok = db_exec(c, "COMMIT", err, errlen);
+out:
+	PQclear(r);
+	if (!ok && PQtransactionStatus(c) != PQTRANS_IDLE) {
+		PGresult *rb = PQexec(c, "ROLLBACK");
+		PQclear(rb);
+	}
+	return ok;
+}
+
+/*
+ * Applies the function files whose text differs from what meter_functions
+ * records of them (or that it does not record), in one transaction, each
+ * after the changed files it names, with its row; and forgets the rows of
+ * files that are gone (a numbered migration drops their functions).
+ */
+static bool apply_functions(PGconn *c, struct mfile *funcs, size_t n, FILE *progress, int *applied,
+                            char *err, size_t errlen)
+{
+	bool *todo = calloc(n ? n : 1, sizeof *todo), ok = false;
+	PGresult *r = NULL;
+	*applied = 0;
+	if (todo == NULL) {
+		snprintf(err, errlen, "could not apply the functions: out of memory");
+		return false;
+	}
+	for (size_t i = 0; i < n; i++)
+		todo[i] = true;
+	r = PQexec(c, "SELECT name, checksum FROM meter_functions");
+	if (!db_check(r, PGRES_TUPLES_OK, "could not read applied functions", err, errlen))
+		goto out;
+	size_t left = n;
+	for (int k = 0; k < PQntuples(r); k++)
+		for (size_t i = 0; i < n; i++)
+			if (todo[i] && strcmp(funcs[i].name, PQgetvalue(r, k, 0)) == 0 &&
+			    strcmp(funcs[i].checksum, PQgetvalue(r, k, 1)) == 0) {
+				todo[i] = false;
+				left--;
+			}
+	PQclear(r);
+	r = NULL;
+	if (!db_exec(c, "BEGIN", err, errlen))
+		goto out;
+	while (left > 0) {
+		/* the first by name whose changed dependencies are applied; in a cycle, the first
+		 */
+		size_t pick = n;
+		for (size_t i = 0; i < n && pick == n; i++) {
+			bool ready = todo[i];
+			for (size_t k = 0; ready && k < n; k++)
+				ready = k == i || !todo[k] ||
+				        !mentions(funcs[i].sql, funcs[k].name);
+			if (ready)
+				pick = i;
+		}
+		for (size_t i = 0; i < n && pick == n; i++)
+			if (todo[i])
+				pick = i;
+		char what[600];
+		snprintf(what, sizeof what, "function %s (functions/%s.sql)", funcs[pick].name,
+		         funcs[pick].name);
+		if (!run_sql(c, what, funcs[pick].sql, err, errlen))
+			goto out;
+		const char *p[] = {funcs[pick].name, funcs[pick].checksum};
+		r = PQexecParams(c,
+		                 "INSERT INTO meter_functions (name, checksum) VALUES ($1, $2) "
+		                 "ON CONFLICT (name) DO UPDATE SET checksum = EXCLUDED.checksum, "
+		                 "applied_at = now()",
+		                 2, NULL, p, NULL, NULL, 0);
+		snprintf(what, sizeof what, "could not record function %s", funcs[pick].name);
+		if (!db_check(r, PGRES_COMMAND_OK, what, err, errlen))
+			goto out;
+		PQclear(r);
+		r = NULL;
+		todo[pick] = false;
+		left--;
+		(*applied)++;
+		if (progress)
+			fprintf(progress, "applied functions/%s.sql\n", funcs[pick].name);
+	}
+	/* rows of files that are gone */
+	char list[MIGRATE_MAX_FILES * 8] = "{";
+	for (size_t i = 0, at = 1; i < n && at < sizeof list - 1; i++)
+		at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", i ? "," : "",
+		                       funcs[i].name);
+	strncat(list, "}", sizeof list - strlen(list) - 1);
+	const char *lp[] = {list};
+	r = PQexecParams(c, "DELETE FROM meter_functions WHERE name <> ALL ($1::text[])", 1, NULL,
+	                 lp, NULL, NULL, 0);
+	if (!db_check(r, PGRES_COMMAND_OK, "could not forget functions that are gone", err, errlen))
+		goto out;
+	ok = db_exec(c, "COMMIT", err, errlen);
+out:
+	PQclear(r);
+	if (!ok && PQtransactionStatus(c) != PQTRANS_IDLE)
+		PQclear(PQexec(c, "ROLLBACK"));
+	free(todo);
+	return ok;
+}
+
+/* Checks the applied migrations against the files; none may differ or be missing. */
+static bool verify_applied(PGconn *c, struct mfile *files, size_t n, const struct history_sum *hist,
+                           size_t nhist, bool *applied, int *current, char *err, size_t errlen)
+{
+	PGresult *r = PQexec(c, "SELECT version, name, checksum FROM meter_migrations "
+	                        "ORDER BY version");
+	bool ok = false;
+	if (!db_check(r, PGRES_TUPLES_OK, "could not read applied migrations", err, errlen))
+		goto out;
+	for (int i = 0; i < PQntuples(r); i++) {
+		int64_t v = 0;
+		(void)meter_decimal_parse(PQgetvalue(r, i, 0), 0, false, &v);
+		size_t k;
+		for (k = 0; k < n && files[k].version != v; k++)
+			;
+		if (k == n) {
+			snprintf(err, errlen,
+			         "the database has migration %s applied, which is not among the "
+			         "files; is this meter older than the database?",
+			         PQgetvalue(r, i, 1));
+			goto out;
+		}
+		bool released = false; /* as a release applied it, before it was rewritten */
+		for (size_t h = 0; h < nhist && !released; h++)
+			released = hist[h].version == files[k].version &&
+			           strcmp(hist[h].checksum, PQgetvalue(r, i, 2)) == 0;
+		if (!released && strcmp(files[k].checksum, PQgetvalue(r, i, 2)) != 0) {
+			snprintf(err, errlen,
+			         "migration %s was changed after it was applied (recorded "
+			         "checksum %.12s, file now %.12s); put the change in a new "
+			         "migration instead",
+			         files[k].name, PQgetvalue(r, i, 2), files[k].checksum);
+			goto out;
+		}
+		applied[k] = true;
+		(*current)++;
+	}
+	ok = true;
+out:
+	PQclear(r);
+	return ok;
 }
 
 /*
@@ -388,13 +693,17 @@ static bool citus_place(PGconn *c, const char *dir, bool *placed, char *err, siz
 bool migrate_run(PGconn *c, const char *dir, FILE *progress, struct migrate_result *res, char *err,
                  size_t errlen)
 {
-	struct mfile *files = NULL;
+	struct mfile *files = NULL, *funcs = NULL;
+	struct history_sum *hist = NULL;
 	bool *applied = NULL, locked = false, ok = false;
-	size_t n = 0;
+	size_t n = 0, nfuncs = 0, nhist = 0;
 	struct migrate_result out = {0};
 
 	if (!load_files(dir, &files, &n, err, errlen))
 		return false;
+	if (!load_functions(dir, &funcs, &nfuncs, err, errlen) ||
+	    !load_history(dir, &hist, &nhist, err, errlen))
+		goto out;
 	applied = calloc(n ? n : 1, sizeof *applied);
 	if (applied == NULL) {
 		snprintf(err, errlen, "could not run migrations: out of memory");
@@ -402,6 +711,9 @@ bool migrate_run(PGconn *c, const char *dir, FILE *progress, struct migrate_resu
 	}
 	for (size_t i = 0; i < n; i++)
 		if (!checksum(c, &files[i], err, errlen))
+			goto out;
+	for (size_t i = 0; i < nfuncs; i++)
+		if (!checksum(c, &funcs[i], err, errlen))
 			goto out;
 	PGresult *lr = PQexec(c, "SELECT pg_advisory_lock(" MIGRATE_LOCK ")");
 	locked = db_check(lr, PGRES_TUPLES_OK, "could not take the migration lock", err, errlen);
@@ -414,19 +726,27 @@ bool migrate_run(PGconn *c, const char *dir, FILE *progress, struct migrate_resu
 	             " name text NOT NULL,"
 	             " checksum text NOT NULL,"
 	             " applied_at timestamptz NOT NULL DEFAULT now())",
+	             err, errlen) ||
+	    !db_exec(c,
+	             "CREATE TABLE IF NOT EXISTS meter_functions ("
+	             " name text PRIMARY KEY,"
+	             " checksum text NOT NULL,"
+	             " applied_at timestamptz NOT NULL DEFAULT now())",
 	             err, errlen))
 		goto out;
-	if (!verify_applied(c, files, n, applied, &out.current, err, errlen))
+	if (!verify_applied(c, files, n, hist, nhist, applied, &out.current, err, errlen))
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		if (applied[i])
 			continue;
-		if (!apply(c, &files[i], err, errlen))
+		if (!apply(c, &files[i], funcs, nfuncs, err, errlen))
 			goto out;
 		out.applied++;
 		if (progress)
 			fprintf(progress, "applied %s\n", files[i].name);
 	}
+	if (!apply_functions(c, funcs, nfuncs, progress, &out.functions, err, errlen))
+		goto out;
 	bool placed;
 	if (!citus_place(c, dir, &placed, err, errlen))
 		goto out;
@@ -441,6 +761,9 @@ out:
 		PQclear(r);
 	}
 	free(applied);
+	free(hist);
 	free_files(files, n);
+	if (funcs)
+		free_files(funcs, nfuncs);
 	return ok;
 }

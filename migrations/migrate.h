@@ -10,6 +10,20 @@
  * and so is a version the database has but the folder lacks.
  *
  * A migration file must not manage transactions itself (no BEGIN/COMMIT).
+ *
+ * The numbered files are the history of tables and data. The current
+ * definition of every SQL function (trigger functions included) is one file
+ * of its own, functions/NAME.sql, named after it: after the numbered files,
+ * each whose text differs from what meter_functions records (name, SHA-256)
+ * is applied, all in one transaction, each after the changed files it names.
+ * A numbered file that names a function (a trigger's, one a data step calls)
+ * gets that file's CREATE FUNCTION run first, in its own transaction, with
+ * its body unchecked; it must not rely on what that function calls in turn.
+ * A function is dropped, or its signature changed, by a numbered file.
+ *
+ * The numbered files 0001 to 0039 were rewritten once, their function
+ * definitions moved to functions/: history.sums holds the checksums they had
+ * when releases applied them, which are accepted as theirs.
  */
 #ifndef MIGRATIONS_MIGRATE_H
 #define MIGRATIONS_MIGRATE_H
@@ -22,8 +36,9 @@
 #define MIGRATE_FILE_MAX (1024 * 1024)
 
 struct migrate_result {
-	int applied; /* files applied by this run */
-	int current; /* files that were already applied */
+	int applied;   /* numbered files applied by this run */
+	int current;   /* numbered files that were already applied */
+	int functions; /* function files applied by this run */
 };
 
 /*

@@ -22,7 +22,7 @@
 /* clang-format off */
 
 /* The marks, oldest first; taken ones are skipped (another worker has them). Two steps,
- * a read then a lock by key, in meter_rollup_take (migrations/0029_by_key.sql), as Citus needs. */
+ * a read then a lock by key, in migrations/functions/meter_rollup_take.sql, as Citus needs. */
 static const char take_sql[] =
 	"SELECT sandbox_id, CASE WHEN from_ts = '-infinity' THEN NULL ELSE " US("from_ts") " END "
 	"FROM meter_rollup_take($1)";

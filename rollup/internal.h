@@ -26,7 +26,7 @@
 #include "meter/rating.h"
 
 #define US(col) "(extract(epoch FROM " col ") * 1000000)::bigint"
-/* meter_ts (migrations/0030_on_citus.sql): immutable, so Citus sends what uses it to shards */
+/* meter_ts (migrations/functions/meter_ts.sql): immutable, so Citus sends what uses it to shards */
 #define TS(n) "meter_ts((" n ")::bigint)"
 
 /*
@@ -39,8 +39,8 @@
 
 /*
  * Shared with other rollups, exclusive to meter_drop_sample_partitions
- * (migrations/0010): the horizon cannot move until this batch commits. Its
- * own statement, so the reads after it have a snapshot taken after the lock.
+ * (migrations/functions/meter_drop_sample_partitions.sql): the horizon cannot move until this batch
+ * commits. Its own statement, so the reads after it have a snapshot taken after the lock.
  */
 #define HORIZON_LOCK_SQL "SELECT pg_advisory_xact_lock_shared(hashtext('meter_sample_horizon'))"
 

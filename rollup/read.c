@@ -8,7 +8,7 @@
  * history's order of incarnations, where each stood before the window
  * (seeds, dropped partitions' sample_seeds, rollup_checkpoints) and the
  * samples in it, all in one statement per batch (meter_rollup_read,
- * migrations/0029_by_key.sql). Samples stamped over an hour ahead of now are
+ * migrations/functions/meter_rollup_read.sql). Samples stamped over an hour ahead of now are
  * counted, never read.
  */
 #include <stdio.h>
@@ -53,7 +53,7 @@ static const char load_sql[] =
  * never read; kind 3 counts them (the sandbox is rated without them and its
  * mark set aside).
  * $3, the lowest start, is a timestamptz, so the partitions before it are
- * pruned. meter_rollup_read (migrations/0029_by_key.sql) reads one sandbox at
+ * pruned. meter_rollup_read (migrations/functions/) reads one sandbox at
  * a time by its key: an index scan each on PostgreSQL, never a hash join over
  * a month's partition, and one shard each on Citus.
  */
@@ -66,7 +66,7 @@ static const char read_sql[] =
  * each incarnation ($1 sandbox, $2 incarnation, $4 its job's rank), so an
  * interval that passes the hour's end and its incarnation's end inside the
  * hour is clipped as a whole history clips it (rule 3). One probe of the
- * samples' key each (meter_rollup_after, migrations/0029_by_key.sql).
+ * samples' key each (migrations/functions/meter_rollup_after.sql).
  */
 static const char after_sql[] =
 	"SELECT * FROM meter_rollup_after($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])";

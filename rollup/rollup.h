@@ -63,9 +63,9 @@ int rollup_pass(PGconn *c, char *err, size_t errlen);
  * expired sessions and day-old usage listings, makes the monthly partitions
  * of samples through three months ahead, then (retention_us > 0) drops the
  * raw partitions that ended at least retention_us ago, are rolled up and
- * whose month is invoiced as final (migrations/0009). Logs what it made and
- * dropped. False with err when the database failed; a lock not had at once
- * is tried next time.
+ * whose month is invoiced as final (migrations/functions/meter_drop_sample_partitions.sql). Logs
+ * what it made and dropped. False with err when the database failed; a lock not had at once is
+ * tried next time.
  */
 bool rollup_upkeep(PGconn *c, int64_t retention_us, int64_t grace_us, char *err, size_t errlen);
 

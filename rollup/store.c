@@ -158,7 +158,7 @@ static const char insert_sql[] =
 
 /*
  * The cost rows of the rated sandboxes ($1 accounts, $2 sandboxes) from the month
- * of their window ($3) on, from sandbox_month (migrations/0019).
+ * of their window ($3) on, from sandbox_month (migrations/functions/meter_sandbox_month_costs.sql).
  */
 static const char month_costs_sql[] =
 	"SELECT meter_sandbox_month_costs($1::text[], $2::text[], "

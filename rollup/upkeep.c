@@ -6,10 +6,9 @@
  * deliveries done with for 30 days and expired sessions deleted, the
  * monthly partitions of samples made three months ahead, and the raw
  * partitions past the retention dropped once rolled up and invoiced as
- * final (migrations/0009), with a warning for parked marks that keep raw
- * samples past it. Each step that takes locks is a transaction of its own
- * that waits at most 2 s for them; a failure is tried again in a minute
- * (worker.c).
+ * final (migrations/functions/meter_drop_sample_partitions.sql), with a warning for parked marks
+ * that keep raw samples past it. Each step that takes locks is a transaction of its own that waits
+ * at most 2 s for them; a failure is tried again in a minute (worker.c).
  */
 #include <stdio.h>
 #include <string.h>

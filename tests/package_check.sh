@@ -114,10 +114,10 @@ psql -X -q -d "$DATABASE_URL" -c "CREATE DATABASE $db" >/dev/null
 url="host=$host port=$port user=$user dbname=$db"
 run() { (cd "$work" && env -u METER_MIGRATIONS_DIR -u METER_PG_DIR DATABASE_URL="$url" "$@"); }
 out=$(run /usr/bin/meter migrate 2>&1) || fail "the installed meter migrate failed: $out"
-grep -q "^migrations: $nmig applied now, 0 already applied\$" <<<"$out" ||
+grep -Eq "^migrations: $nmig applied now, 0 already applied; [0-9]+ function\(s\) applied\$" <<<"$out" ||
 	fail "the installed meter migrate did not apply the $nmig migrations: $out"
 out=$(run /usr/bin/meter migrate 2>&1) || fail "the installed meter migrate failed the second time: $out"
-grep -q "^migrations: 0 applied now, $nmig already applied\$" <<<"$out" ||
+grep -q "^migrations: 0 applied now, $nmig already applied; 0 function(s) applied\$" <<<"$out" ||
 	fail "the installed meter migrate applied something the second time: $out"
 out=$(run /usr/bin/meter rates --vcpus 2 --memory-gib 4 --json 2>&1) || fail "the installed meter rates failed: $out"
 grep -q '"busy' <<<"$out" || fail "the installed meter rates printed no busy price: $out"

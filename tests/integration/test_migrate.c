@@ -58,21 +58,47 @@ static void migrate(struct testdb *t, const char *dir)
 	run_program(argv, t->url, &res);
 }
 
-/* Copies the checkout's migrations into a fresh temporary folder. */
+/* Copies the checkout's migrations (numbered, functions/, history.sums, citus/) into a fresh
+ * temporary folder. */
 static void copy_migrations(char *dir, size_t len)
 {
 	snprintf(dir, len, "/tmp/meter-migrations-XXXXXX");
 	assert_non_null(mkdtemp(dir));
 	char cmd[1024];
-	snprintf(cmd, sizeof cmd, "cp %s/*.sql %s/", migrate_default_dir(), dir);
+	snprintf(cmd, sizeof cmd, "cp -r %s/. %s/", migrate_default_dir(), dir);
 	assert_int_equal(system(cmd), 0);
 }
 
-/* How many migrations the checkout has. */
+/*
+ * The last release: the commit whose migrations (0001 to 0039, each function
+ * defined in them) databases were migrated with before the function definitions
+ * moved to migrations/functions/ and the numbered files were rewritten.
+ */
+#define LAST_RELEASE "4a2f7f4368c943b8045375c3a820bdc2716cb057"
+
+/* The last release's migrations before number first into a fresh temporary folder, from the
+ * checkout's git history (a test that needs it says so when it is not there). */
+static void release_migrations(char *dir, size_t len, const char *first)
+{
+	snprintf(dir, len, "/tmp/meter-release-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	char cmd[2048];
+	snprintf(cmd, sizeof cmd,
+	         "git -C %s archive %s migrations | tar -x -C %s --strip-components=1 && "
+	         "for x in %s/[0-9]*.sql; do n=$(basename $x); [ ${n%%%%_*} \\< %s ] || rm $x; "
+	         "done",
+	         METER_SOURCE_DIR, LAST_RELEASE, dir, dir, first);
+	if (system(cmd) != 0)
+		fail_msg("the last release's migrations (commit %s) are not in the checkout's git "
+		         "history: this test needs a clone of meter's repository with its history",
+		         LAST_RELEASE);
+}
+
+/* How many numbered migrations the checkout has. */
 static int count_migrations(void)
 {
 	char cmd[512];
-	snprintf(cmd, sizeof cmd, "ls %s/*.sql | wc -l", migrate_default_dir());
+	snprintf(cmd, sizeof cmd, "ls %s/[0-9]*.sql | wc -l", migrate_default_dir());
 	FILE *p = popen(cmd, "r");
 	int n = 0;
 	if (p == NULL || fscanf(p, "%d", &n) != 1)
@@ -374,6 +400,7 @@ static const struct placement {
         {"sample_horizon", REFERENCE, NULL},
         {"webhook_endpoints", REFERENCE, NULL},
         {"meter_migrations", COORDINATOR, NULL},
+        {"meter_functions", COORDINATOR, NULL},
 };
 
 /* Foreign keys Citus cannot keep: between the two groups, or from a reference
@@ -803,18 +830,13 @@ static void migrate_unchanged(struct testdb *t, const char *name, const char *di
 }
 
 /*
- * The checkout's migrations before number first (and on Citus the placement,
- * so that the ones from first on meet distributed tables), applied.
+ * The last release's migrations before number first (and on Citus its
+ * placement, so that the ones from first on meet distributed tables), applied:
+ * a database as that release left it, to be migrated on with the checkout's.
  */
 static void migrate_before(struct fixture *f, const char *first)
 {
-	copy_migrations(f->dir, sizeof f->dir);
-	char cmd[512];
-	snprintf(cmd, sizeof cmd,
-	         "for x in %s/*.sql; do n=$(basename $x); [ ${n%%%%_*} \\< %s ] || rm $x; done && "
-	         "cp -r %s/citus %s/",
-	         f->dir, first, migrate_default_dir(), f->dir);
-	assert_int_equal(system(cmd), 0);
+	release_migrations(f->dir, sizeof f->dir, first);
 	migrate(&f->t, f->dir);
 	if (res.status != 0)
 		fail_msg("meter migrate up to %s failed: %s", first, res.err);
@@ -1204,9 +1226,182 @@ static void the_id_form_is_rebuilt_on_a_filled_database_as_common_ids_checks_it(
 	}
 }
 
+/* ---- the schema as it is: functions in files of their own ---- */
+
+/* The schema of t as pg_dump -s writes it, less the lines that differ from run to run
+ * (\restrict's random key), into out (malloc'd). */
+static char *schema_of(struct testdb *t)
+{
+	char path[64] = "/tmp/meter-schema-XXXXXX", cmd[8192];
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(cmd, sizeof cmd, "pg_dump -s '%s' | grep -v '^\\\\\\(un\\)\\?restrict ' > %s",
+	         t->url, path);
+	if (system(cmd) != 0)
+		fail_msg("pg_dump -s failed (Debian's postgresql-client has it): %s", cmd);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	rewind(f);
+	char *text = malloc((size_t)n + 1);
+	assert_non_null(text);
+	assert_int_equal(fread(text, 1, (size_t)n, f), (size_t)n);
+	text[n] = '\0';
+	fclose(f);
+	unlink(path);
+	return text;
+}
+
+/* The first line where a and b differ, for the failure's message. */
+static void first_difference(const char *a, const char *b, char *out, size_t len)
+{
+	int line = 1;
+	const char *p = a, *q = b;
+	while (*p && *p == *q) {
+		if (*p == '\n')
+			line++;
+		p++;
+		q++;
+	}
+	snprintf(out, len, "line %d: upgraded \"%.*s\", fresh \"%.*s\"", line,
+	         (int)strcspn(p, "\n"), p, (int)strcspn(q, "\n"), q);
+}
+
+/*
+ * A database that the last release migrated (from its first migration to its
+ * last, or only part of the way), with an account, a sandbox and samples in
+ * it, migrated on with the checkout's migrations ends with exactly the schema
+ * of a fresh database (pg_dump -s): every table, key, trigger and grant, and
+ * every function as its file in migrations/functions/ defines it. On Citus
+ * too (ctest citus_migrate_filled), where the release placed the tables.
+ */
+static void a_release_database_upgraded_on_a_filled_database_has_a_fresh_ones_schema(void **state)
+{
+	(void)state;
+	struct testdb fresh = {0};
+	assert_true(testdb_create(&fresh, "migfresh"));
+	migrate(&fresh, NULL);
+	if (res.status != 0)
+		fail_msg("a fresh meter migrate failed: %s", res.err);
+	char *want = schema_of(&fresh);
+	testdb_drop(&fresh);
+	/* up to the release's last migration; and from points part of the way */
+	const char *firsts[] = {"0040", "0034", "0019", "0002"};
+	bool citus = getenv("METER_TEST_CITUS_WORKERS") != NULL;
+	for (size_t i = 0; i < (citus ? 1 : sizeof firsts / sizeof firsts[0]); i++) {
+		struct testdb t = {0};
+		assert_true(testdb_create(&t, "migup"));
+		char dir[64];
+		release_migrations(dir, sizeof dir, firsts[i]);
+		migrate(&t, dir);
+		if (res.status != 0)
+			fail_msg("the release's meter migrate before %s failed: %s", firsts[i],
+			         res.err);
+		assert_true(testdb_exec(&t, "INSERT INTO accounts (id, name, plan) VALUES "
+		                            "('up', 'Up', 'paid')"));
+		assert_true(testdb_exec(&t, "INSERT INTO sandboxes (id, account_id, vcpus, "
+		                            "memory_gib, started_at) VALUES ('up-1', 'up', 1, 1, "
+		                            "'2026-10-05T00:00:00Z')"));
+		assert_true(testdb_exec(&t,
+		                        "INSERT INTO samples (sandbox_id, incarnation, ts, host, "
+		                        "cpu_usage_us) VALUES ('up-1', 1, "
+		                        "'2026-10-05T00:10:00Z', 'h', 600000000)"));
+		migrate(&t, NULL);
+		if (res.status != 0)
+			fail_msg("meter migrate after the release's before %s failed: %s",
+			         firsts[i], res.err);
+		char *got = schema_of(&t);
+		if (strcmp(got, want) != 0) {
+			char where[1024];
+			first_difference(got, want, where, sizeof where);
+			fail_msg("upgraded from before %s, the schema is not a fresh one's: %s",
+			         firsts[i], where);
+		}
+		free(got);
+		testdb_drop(&t);
+		char cmd[128];
+		snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+	free(want);
+}
+
+/*
+ * Every SQL function of the schema is defined in migrations/functions/ in a
+ * file named after it, and nowhere else: no numbered migration creates one
+ * (grep finds a function's one current definition). A function file is
+ * applied when its text changes, and only then; one that fails leaves every
+ * function as it was.
+ */
+static void each_function_has_one_file_applied_when_it_changes(void **state)
+{
+	struct fixture *f = *state;
+	struct testdb *t = &f->t;
+	char v[256], cmd[1024];
+	copy_migrations(f->dir, sizeof f->dir);
+	migrate(t, f->dir);
+	assert_int_equal(res.status, 0);
+	PGresult *r = PQexec(t->conn, "SELECT p.proname FROM pg_proc p JOIN pg_namespace n "
+	                              "ON n.oid = p.pronamespace WHERE n.nspname = 'public' "
+	                              "ORDER BY 1");
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	assert_true(PQntuples(r) >= 25);
+	for (int i = 0; i < PQntuples(r); i++) {
+		char path[512];
+		snprintf(path, sizeof path, "%s/functions/%s.sql", migrate_default_dir(),
+		         PQgetvalue(r, i, 0));
+		if (access(path, R_OK) != 0)
+			fail_msg("function %s has no file of its own (%s)", PQgetvalue(r, i, 0),
+			         path);
+	}
+	assert_int_equal(atoi(testdb_value(t, "SELECT count(*) FROM meter_functions", v, sizeof v)),
+	                 PQntuples(r));
+	PQclear(r);
+	snprintf(cmd, sizeof cmd,
+	         "grep -il 'create[[:space:]].*function' %s/[0-9]*.sql | grep -v '^$'",
+	         migrate_default_dir());
+	FILE *g = popen(cmd, "r");
+	char line[512];
+	if (g && fgets(line, sizeof line, g))
+		fail_msg("a numbered migration defines a function: %s", line);
+	if (g)
+		pclose(g);
+	/* unchanged: nothing applied */
+	migrate(t, f->dir);
+	assert_int_equal(res.status, 0);
+	assert_non_null(strstr(res.out, "; 0 function(s) applied"));
+	/* changed: that one */
+	write_file(f->dir, "functions/meter_part_nano.sql", "-- read again\n", "a");
+	migrate(t, f->dir);
+	assert_int_equal(res.status, 0);
+	assert_non_null(strstr(res.out, "applied functions/meter_part_nano.sql"));
+	assert_non_null(strstr(res.out, "; 1 function(s) applied"));
+	/* two changed, the second broken: neither applied, the failure named */
+	write_file(f->dir, "functions/meter_part_nano.sql", "-- and again\n", "a");
+	write_file(f->dir, "functions/meter_us.sql",
+	           "CREATE OR REPLACE FUNCTION meter_us(t timestamptz) RETURNS bigint "
+	           "LANGUAGE sql AS $$ SELECT no_such_column $$;\n",
+	           "w");
+	char sum[80];
+	testdb_value(t, "SELECT checksum FROM meter_functions WHERE name = 'meter_part_nano'", sum,
+	             sizeof sum);
+	migrate(t, f->dir);
+	assert_int_equal(res.status, 1);
+	assert_non_null(strstr(res.err, "function meter_us (functions/meter_us.sql) failed"));
+	assert_string_equal(testdb_value(t, "SELECT meter_us('2026-10-05T00:00:01Z')", v, sizeof v),
+	                    "1791158401000000");
+	assert_string_equal(
+	        testdb_value(t,
+	                     "SELECT checksum FROM meter_functions WHERE name = 'meter_part_nano'",
+	                     v, sizeof v),
+	        sum);
+}
+
 int main(void)
 {
-	/* ctest citus_migrate_filled runs the three on a filled database, on a Citus cluster */
+	/* ctest citus_migrate_filled runs the four on a filled database, on a Citus cluster */
 	if (getenv("METER_TEST_ONLY"))
 		cmocka_set_test_filter(getenv("METER_TEST_ONLY"));
 	const struct CMUnitTest tests[] = {
@@ -1238,6 +1433,11 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                the_id_form_is_rebuilt_on_a_filled_database_as_common_ids_checks_it, setup,
 	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                a_release_database_upgraded_on_a_filled_database_has_a_fresh_ones_schema,
+	                setup, teardown),
+	        cmocka_unit_test_setup_teardown(each_function_has_one_file_applied_when_it_changes,
+	                                        setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

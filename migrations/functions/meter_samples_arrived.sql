@@ -1,0 +1,141 @@
+-- meter_samples_arrived: What samples that arrived set going, for a batch of
+-- them (meter_samples_ingest, meter_mark_samples): each sandbox marked for the
+-- rollup from its earliest new sample; a new incarnation registered on its
+-- sandbox, and the collector's end of one (a sample with ended) recorded, with
+-- the stops and ends computed again (meter_sandbox_ends); a sandbox whose
+-- cgroup path named an existing account, seen for the first time, registered
+-- from its cgroup's limits; an account whose running sandboxes reach its limit
+-- announced (meter_notify_limit). Each kind of thing is one statement for the
+-- whole batch, naming its sandboxes and accounts by = ANY (an array), which
+-- Citus sends to their shards only.
+CREATE OR REPLACE FUNCTION meter_samples_arrived(batch meter_sample_arrival[]) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
+DECLARE
+	found meter_sample_arrival[];
+	accounts_there text[];
+	changed text[];
+	began text[];
+	back text[];
+	b record;
+	new_ids text[];
+	new_incarnations bigint[];
+	new_froms timestamptz[];
+	ended_ids text[];
+	cand_ids text[];
+	cand_accounts text[];
+	cand_incarnations bigint[];
+	count_accounts text[];
+	counts bigint[];
+	limit_accounts text[];
+	limits integer[];
+BEGIN
+	IF coalesce(cardinality(batch), 0) = 0 THEN
+		RETURN 0;
+	END IF;
+	INSERT INTO rollup_queue (sandbox_id, from_ts, queued_at)
+	SELECT sandbox_id, min(ts), clock_timestamp() FROM unnest(batch) GROUP BY sandbox_id
+	ON CONFLICT (sandbox_id) DO UPDATE
+		SET from_ts = least(rollup_queue.from_ts, EXCLUDED.from_ts),
+		    queued_at = least(rollup_queue.queued_at, EXCLUDED.queued_at),
+		    waiting = NULL, waiting_kind = NULL;
+	-- a sandbox the collector found runs from its first sample: registered from its
+	-- cgroup's limits (its newest sample's) when its path names an account that
+	-- exists (otherwise the rollup says why it waits)
+	SELECT array_agg((n.sandbox_id, n.incarnation, n.ts, n.account_id, n.cpu_limit_millicores,
+	                  n.memory_limit_bytes, n.ended)::meter_sample_arrival) INTO found
+	FROM (SELECT DISTINCT ON (sandbox_id) * FROM unnest(batch)
+	      WHERE account_id IS NOT NULL ORDER BY sandbox_id, ts DESC) n
+	WHERE n.cpu_limit_millicores BETWEEN 1 AND 256000
+	  AND n.memory_limit_bytes BETWEEN 1 AND 1099511627776;
+	IF found IS NOT NULL THEN
+		SELECT array_agg(DISTINCT n.account_id) INTO accounts_there FROM unnest(found) n;
+		SELECT array_agg(a.id) INTO accounts_there FROM accounts a
+		WHERE a.id = ANY (accounts_there);
+		WITH ins AS (
+			INSERT INTO sandboxes (id, account_id, vcpus, memory_gib)
+			SELECT n.sandbox_id, n.account_id, round(n.cpu_limit_millicores / 1000.0, 3),
+			       ceil(n.memory_limit_bytes * 1000.0 / 1073741824) / 1000
+			FROM unnest(found) n WHERE n.account_id = ANY (accounts_there)
+			ORDER BY n.sandbox_id
+			ON CONFLICT (id) DO NOTHING
+			RETURNING id)
+		SELECT array_agg(id) INTO began FROM ins;
+	END IF;
+	-- ends, the earliest of each incarnation
+	INSERT INTO incarnation_ends (sandbox_id, incarnation, ended_at)
+	SELECT sandbox_id, incarnation, min(ts) FROM unnest(batch) WHERE ended
+	GROUP BY sandbox_id, incarnation ORDER BY 1, 2
+	ON CONFLICT (sandbox_id, incarnation) DO UPDATE
+		SET ended_at = least(incarnation_ends.ended_at, EXCLUDED.ended_at);
+	-- the newest incarnation of each sandbox, and when it began: one row per
+	-- sandbox, worked out here first, so the update below carries those rows
+	-- and not the batch, and names its sandboxes by = ANY (an array), which
+	-- Citus sends to their shards only (a join with unnest alone goes to all)
+	SELECT array_agg(n.sandbox_id), array_agg(n.incarnation), array_agg(n.f)
+	INTO new_ids, new_incarnations, new_froms
+	FROM (SELECT DISTINCT ON (sandbox_id) sandbox_id, incarnation, f
+	      FROM (SELECT sandbox_id, incarnation, min(ts) f FROM unnest(batch) GROUP BY 1, 2) inc
+	      ORDER BY sandbox_id, f DESC, incarnation DESC) n;
+	WITH moved AS (
+		UPDATE sandboxes s SET incarnation = n.incarnation,
+		       incarnation_from = CASE WHEN s.incarnation = n.incarnation
+		                               THEN least(s.incarnation_from, n.f) ELSE n.f END
+		FROM unnest(new_ids, new_incarnations, new_froms) n(sandbox_id, incarnation, f),
+		     sandboxes o
+		WHERE s.id = n.sandbox_id AND o.id = s.id
+		  AND s.id = ANY (new_ids) AND o.id = ANY (new_ids)
+		  AND (s.incarnation IS NULL OR s.incarnation_from IS NULL
+		       OR (s.incarnation <> n.incarnation AND n.f > s.incarnation_from)
+		       OR (s.incarnation = n.incarnation AND n.f < s.incarnation_from))
+		RETURNING s.id, o.stopped_at IS NOT NULL AND o.incarnation IS DISTINCT FROM
+		          n.incarnation again)
+	SELECT array_agg(id), array_agg(id) FILTER (WHERE again) INTO changed, back FROM moved;
+	SELECT array_agg(DISTINCT sandbox_id) INTO ended_ids FROM unnest(batch) WHERE ended;
+	IF ended_ids IS NOT NULL THEN
+		changed := coalesce(changed, '{}') || ended_ids;
+	END IF;
+	IF changed IS NOT NULL THEN
+		PERFORM meter_sandbox_ends(changed);
+	END IF;
+	-- a sandbox that began to run (found by the collector, or a new incarnation of a
+	-- stopped one) and fills its account up announces it, as a registration does
+	IF began IS NULL AND back IS NULL THEN
+		RETURN cardinality(batch);
+	END IF;
+	-- the accounts' running counts, each read once for the batch: on Citus a count
+	-- by account goes to every sandbox shard
+	SELECT array_agg(x.id ORDER BY x.id), array_agg(x.account_id ORDER BY x.id),
+	       array_agg(x.incarnation ORDER BY x.id)
+	INTO cand_ids, cand_accounts, cand_incarnations
+	FROM sandboxes x
+	WHERE x.id = ANY (coalesce(began, '{}') || coalesce(back, '{}')) AND x.stopped_at IS NULL;
+	IF cand_ids IS NULL THEN
+		RETURN cardinality(batch);
+	END IF;
+	SELECT array_agg(x.account_id), array_agg(x.n) INTO count_accounts, counts
+	FROM (SELECT account_id, count(*) n FROM sandboxes
+	      WHERE account_id = ANY (cand_accounts) AND stopped_at IS NULL
+	      GROUP BY account_id) x;
+	SELECT array_agg(a.id), array_agg(a.max_concurrent) INTO limit_accounts, limits
+	FROM accounts a WHERE a.id = ANY (cand_accounts);
+	FOR b IN SELECT c.id, c.account_id, c.incarnation, r.n running, l.most
+	         FROM unnest(cand_ids, cand_accounts, cand_incarnations) c(id, account_id, incarnation)
+	         JOIN unnest(count_accounts, counts) r(account_id, n) USING (account_id)
+	         JOIN unnest(limit_accounts, limits) l(account_id, most) USING (account_id)
+	         WHERE r.n >= l.most
+	         ORDER BY c.id
+	LOOP
+		PERFORM meter_notify_limit(b.account_id, 'concurrency_limit',
+		                           CASE WHEN b.id = ANY (coalesce(began, '{}')) THEN b.id
+		                                ELSE b.id || '@' || b.incarnation END,
+		                           jsonb_build_object('account_id', b.account_id,
+		                                              'limit', 'concurrency_limit',
+		                                              'running', b.running,
+		                                              'max_concurrent', b.most,
+		                                              'sandbox_id', b.id));
+	END LOOP;
+	RETURN cardinality(batch);
+END
+$$;
+
+REVOKE ALL ON FUNCTION meter_samples_arrived(meter_sample_arrival[]) FROM PUBLIC;
