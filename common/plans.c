@@ -76,7 +76,7 @@ enum plan_refusal plan_add(PGconn *c, const char *name, int64_t effective_from_u
 	        "cpu_floor) SELECT $1, t.f, $3::numeric, $4::numeric, coalesce($5::numeric, "
 	        "(SELECT cpu_floor FROM price_plans WHERE effective_from < t.f "
 	        "ORDER BY effective_from DESC LIMIT 1), 0.025) FROM t "
-	        "WHERE t.f >= now() + interval '1 hour' "
+	        "WHERE t.f >= meter_rated_until() "
 	        "RETURNING id",
 	        5, NULL, p, NULL, NULL, 0);
 	enum plan_refusal why = PLAN_DB_ERROR;

@@ -34,7 +34,8 @@ enum plan_refusal {
 
 /*
  * Publishes a plan from effective_from_us on, which must be at least an hour
- * ahead: samples are rated up to an hour ahead of now (meter_rollup_read), so
+ * ahead (meter_rated_until, migrations/functions/): samples are rated up to
+ * an hour ahead of now (meter_rollup_read), so
  * no interval rated before the plan was known ends after it, and every
  * interval is priced by the plan in force at its end whatever the order
  * samples and plans arrive in (rule 6; the rollup reads the plans in each

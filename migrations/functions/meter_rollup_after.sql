@@ -7,7 +7,7 @@ RETURNS TABLE (k bigint, incarnation bigint, ts_us bigint, cpu_usage_us bigint)
 LANGUAGE plpgsql STABLE SET search_path = public AS $$
 DECLARE
 	x integer;
-	ahead timestamptz := now() + interval '1 hour';
+	ahead timestamptz := meter_rated_until();
 BEGIN
 	FOR x IN 1 .. coalesce(cardinality(ids), 0) LOOP
 		RETURN QUERY

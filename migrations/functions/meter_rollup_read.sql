@@ -26,7 +26,7 @@ DECLARE
 	id text;
 	ws timestamptz;
 	hi timestamptz;
-	ahead timestamptz := now() + interval '1 hour';
+	ahead timestamptz := meter_rated_until();
 	cp timestamptz;
 	lo timestamptz;
 BEGIN
