@@ -5,24 +5,6 @@
 #include "meter/checked.h"
 #include "meter/timefmt.h"
 
-enum meter_status meter_plan_sum_add(struct meter_plan_sum *sums, size_t *n, size_t cap,
-                                     int64_t plan, const struct meter_usage *u)
-{
-	size_t i = 0;
-	while (i < *n && sums[i].plan_id != plan)
-		i++;
-	if (i == *n && *n == cap)
-		return METER_ERANGE;
-	struct meter_usage sum = i < *n ? sums[i].u : (struct meter_usage){0};
-	enum meter_status st = meter_usage_add(&sum, u);
-	if (st != METER_OK)
-		return st;
-	if (i == *n)
-		(*n)++;
-	sums[i] = (struct meter_plan_sum){.plan_id = plan, .u = sum};
-	return METER_OK;
-}
-
 /* The rows of one kind and month, summed per plan into out (room for METER_LEDGER_PLANS),
  * in the order of the plans' ids. */
 static enum meter_status sums_of(const struct meter_ledger_account *a, enum meter_ledger_kind kind,

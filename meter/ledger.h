@@ -30,17 +30,6 @@
 
 #define METER_LEDGER_PLANS 16 /* price plans in one month */
 
-/* Usage under one plan, by the plan's id. */
-struct meter_plan_sum {
-	int64_t plan_id;
-	struct meter_usage u;
-};
-
-/* Adds u to the sum of plan in sums (room for cap); METER_ERANGE when full,
- * METER_EOVERFLOW when a sum does not fit. */
-enum meter_status meter_plan_sum_add(struct meter_plan_sum *sums, size_t *n, size_t cap,
-                                     int64_t plan, const struct meter_usage *u);
-
 enum meter_ledger_kind {
 	METER_LEDGER_USED,   /* the month's usage under the plan */
 	METER_LEDGER_BEFORE, /* usage of the crossing's month in the hours before the crossing */

@@ -301,3 +301,21 @@ int64_t meter_hour_of(int64_t end_us)
 		q--;
 	return q * METER_US_PER_HOUR;
 }
+
+enum meter_status meter_plan_sum_add(struct meter_plan_sum *sums, size_t *n, size_t cap,
+                                     int64_t plan, const struct meter_usage *u)
+{
+	size_t i = 0;
+	while (i < *n && sums[i].plan_id != plan)
+		i++;
+	if (i == *n && *n == cap)
+		return METER_ERANGE;
+	struct meter_usage sum = i < *n ? sums[i].u : (struct meter_usage){0};
+	enum meter_status st = meter_usage_add(&sum, u);
+	if (st != METER_OK)
+		return st;
+	if (i == *n)
+		(*n)++;
+	sums[i] = (struct meter_plan_sum){.plan_id = plan, .u = sum};
+	return METER_OK;
+}

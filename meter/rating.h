@@ -143,6 +143,17 @@ struct meter_usage {
 	meter_i128 mem_mgib_us;
 };
 
+/* Usage under one plan, by the plan's id. */
+struct meter_plan_sum {
+	int64_t plan_id;
+	struct meter_usage u;
+};
+
+/* Adds u to the sum of plan in sums (room for cap); METER_ERANGE when full,
+ * METER_EOVERFLOW when a sum does not fit. */
+enum meter_status meter_plan_sum_add(struct meter_plan_sum *sums, size_t *n, size_t cap,
+                                     int64_t plan, const struct meter_usage *u);
+
 /* Adds one interval of a sandbox of that size. METER_EOVERFLOW leaves u as it was. */
 enum meter_status meter_usage_add_interval(struct meter_usage *u, const struct meter_size *size,
                                            const struct meter_interval *iv);

@@ -1,5 +1,7 @@
 #include "meter/trial.h"
 
+#include <stdlib.h>
+
 #include "meter/checked.h"
 
 enum meter_status meter_trial_cover(int64_t *remaining_us, const struct meter_size *size,
@@ -61,4 +63,46 @@ enum meter_status meter_trial_cover_usage(int64_t *remaining_us, const struct me
 	*remaining_us = left;
 	*covered = c;
 	return METER_OK;
+}
+
+/* Rule 8's order: by end; at one end by sandbox id (byte order), then the series' order. */
+static int trial_order(const void *a, const void *b)
+{
+	const struct meter_trial_interval *x = a, *y = b;
+	if (x->iv.end_us != y->iv.end_us)
+		return x->iv.end_us < y->iv.end_us ? -1 : 1;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+enum meter_status meter_trial_cover_hour(int64_t left_us, struct meter_trial_interval *ivs,
+                                         size_t n, struct meter_plan_sum *covered, size_t *ncovered,
+                                         size_t cap)
+{
+	enum meter_status st;
+	size_t nc = 0;
+	qsort(ivs, n, sizeof *ivs, trial_order);
+	for (size_t i = 0; i < n; i++) {
+		struct meter_usage part;
+		if ((st = meter_trial_cover(&left_us, &ivs[i].size, &ivs[i].iv, &part)) ||
+		    (st = meter_plan_sum_add(covered, &nc, cap, ivs[i].plan_id, &part)))
+			return st;
+	}
+	*ncovered = nc;
+	return METER_OK;
+}
+
+long meter_trial_crossing(int64_t grant_us, int64_t before_us, const meter_i128 *walls, size_t n,
+                          int64_t *before_out)
+{
+	meter_i128 used = before_us;
+	for (size_t i = 0; i < n; i++) {
+		if (used + walls[i] >= grant_us) {
+			*before_out = (int64_t)used; /* less than the grant */
+			return (long)i;
+		}
+		used += walls[i];
+	}
+	return -1;
 }

@@ -35,4 +35,35 @@ enum meter_status meter_trial_cover(int64_t *remaining_us, const struct meter_si
 enum meter_status meter_trial_cover_usage(int64_t *remaining_us, const struct meter_usage *u,
                                           struct meter_usage *covered);
 
+/* One interval of the hour the grant runs out in, with what rule 8 orders it by. */
+struct meter_trial_interval {
+	size_t rank; /* its sandbox's place in the order of the sandboxes' ids (bytes) */
+	size_t seq;  /* its place in its sandbox's series */
+	int64_t plan_id;
+	struct meter_size size;
+	struct meter_interval iv;
+};
+
+/*
+ * Covers the intervals of the hour the grant runs out in, in rule 8's order
+ * (by end; at one end by sandbox id, then the series' order), from left_us of
+ * the grant, the crossing one in proportion: the covered usage per plan into
+ * covered (room for cap), *ncovered how many plans. Sorts ivs into that
+ * order. METER_ERANGE when more plans than cap, METER_EOVERFLOW when a sum
+ * does not fit.
+ */
+enum meter_status meter_trial_cover_hour(int64_t left_us, struct meter_trial_interval *ivs,
+                                         size_t n, struct meter_plan_sum *covered, size_t *ncovered,
+                                         size_t cap);
+
+/*
+ * Where a grant of grant_us runs out, over periods in time order (months, or
+ * a month's hours) with walls[i] of sandbox time each, after before_us used
+ * before them: the index of the first period by whose end the time used
+ * reaches the grant, *before_out the time used before it; -1 when it does
+ * not run out in them.
+ */
+long meter_trial_crossing(int64_t grant_us, int64_t before_us, const meter_i128 *walls, size_t n,
+                          int64_t *before_out);
+
 #endif

@@ -17,22 +17,12 @@
 #include "common/limits.h"
 #include "common/log.h"
 #include "meter/ledger.h"
+#include "meter/timefmt.h"
 #include "meter/trial.h"
 #include "rollup/internal.h"
 
 /* Sandboxes of the crossing hour read in one statement. */
 #define HOUR_CHUNK 256
-
-/* Rule 8's order: by end; at one end by sandbox id (byte order), then the series' order. */
-static int cmp_hour_iv(const void *a, const void *b)
-{
-	const struct hour_iv *x = a, *y = b;
-	if (x->iv.end_us != y->iv.end_us)
-		return x->iv.end_us < y->iv.end_us ? -1 : 1;
-	if (x->job != y->job)
-		return x->job < y->job ? -1 : 1; /* jobs are in the order of their ids */
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
 
 /*
  * Rates the crossing hour (hour, hour + 1 h] of every sandbox of account with
@@ -49,7 +39,7 @@ static bool trial_hour_rate(PGconn *c, const char *account, int64_t hour, int64_
 	snprintf(h, sizeof h, "%lld", (long long)hour);
 	const char *p[] = {account, h};
 	struct job *jobs = NULL;
-	struct hour_iv *all = NULL;
+	struct meter_trial_interval *all = NULL;
 	size_t n = 0, total = 0;
 	bool ok = false;
 	PGresult *r = ru_query(c,
@@ -102,20 +92,18 @@ static bool trial_hour_rate(PGconn *c, const char *account, int64_t hour, int64_
 	if (all == NULL)
 		goto oom;
 	total = 0;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) /* jobs are in the order of their ids */
 		for (size_t k = 0; jobs[i].fate == RATE && k < jobs[i].niv; k++)
-			all[total++] = jobs[i].iv[k];
-	qsort(all, total, sizeof *all, cmp_hour_iv);
-	*ncov = 0;
-	int64_t left = left_us;
-	for (size_t i = 0; i < total; i++) {
-		struct meter_usage part;
-		if (meter_trial_cover(&left, &all[i].job->size, &all[i].iv, &part) != METER_OK ||
-		    meter_plan_sum_add(cov, ncov, METER_LEDGER_PLANS, all[i].plan->id, &part) !=
-		            METER_OK) {
-			snprintf(err, errlen, "the trial's share of hour %s cannot be summed", h);
-			goto out;
-		}
+			all[total++] =
+			        (struct meter_trial_interval){.rank = i,
+			                                      .seq = jobs[i].iv[k].seq,
+			                                      .plan_id = jobs[i].iv[k].plan->id,
+			                                      .size = jobs[i].size,
+			                                      .iv = jobs[i].iv[k].iv};
+	if (meter_trial_cover_hour(left_us, all, total, cov, ncov, METER_LEDGER_PLANS) !=
+	    METER_OK) {
+		snprintf(err, errlen, "the trial's share of hour %s cannot be summed", h);
+		goto out;
 	}
 	ok = true;
 	goto out;
@@ -139,35 +127,67 @@ out:
 static bool trial_find_hour(PGconn *c, const char *account, int64_t grant_us, int64_t *hour,
                             int64_t *before_us, char *err, size_t errlen)
 {
-	char g[24];
-	snprintf(g, sizeof g, "%lld", (long long)grant_us);
-	const char *p[] = {account, g};
-	PGresult *r = ru_query(
-	        c,
-	        "WITH m AS (SELECT month, sum(wall_us) w, sum(sum(wall_us)) OVER (ORDER BY month) "
-	        "cum "
-	        "  FROM account_month WHERE account_id = $1 GROUP BY month), "
-	        "mo AS (SELECT month, cum - w before FROM m WHERE cum >= $2::numeric "
-	        "  ORDER BY month LIMIT 1), "
-	        "h AS (SELECT u.hour, sum(u.wall_us) w FROM usage_hourly u, mo "
-	        "  WHERE u.account_id = $1 AND u.hour >= mo.month::timestamp AT TIME ZONE 'UTC' "
-	        "  AND u.hour < (mo.month + interval '1 month')::timestamp AT TIME ZONE 'UTC' "
-	        "  GROUP BY u.hour), "
-	        "hc AS (SELECT hour, w, (SELECT before FROM mo) + sum(w) OVER (ORDER BY hour) cum "
-	        "  FROM h) "
-	        "SELECT " US("hour") ", cum - w FROM hc WHERE cum >= $2::numeric "
-	                             "ORDER BY hour LIMIT 1",
-	        2, p, PGRES_TUPLES_OK, "could not find where the trial runs out", err, errlen);
-	if (r == NULL)
-		return false;
-	bool ok = true;
+	const char *p[] = {account, NULL, NULL};
+	meter_i128 *walls = NULL;
+	int64_t before = 0;
+	long at = -1;
+	bool ok = false;
 	*hour = METER_TIME_NONE;
-	if (PQntuples(r) == 1)
-		ok = ru_get_int(r, 0, 0, hour) && ru_get_int(r, 0, 1, before_us) &&
-		     *before_us >= 0 && *before_us < grant_us;
+	/* the month it runs out in, then the hour of that month (meter_trial_crossing) */
+	PGresult *r = ru_query(c,
+	                       "SELECT (extract(epoch FROM month::timestamp) * 1000000)::bigint, "
+	                       "sum(wall_us) FROM account_month WHERE account_id = $1 "
+	                       "GROUP BY month ORDER BY month",
+	                       1, p, PGRES_TUPLES_OK, "could not find where the trial runs out",
+	                       err, errlen);
+	for (int level = 0; level < 2 && r != NULL; level++) {
+		size_t n = (size_t)PQntuples(r);
+		walls = calloc(n + 1, sizeof *walls);
+		if (walls == NULL) {
+			snprintf(err, errlen,
+			         "could not find where the trial runs out: out of memory");
+			goto out;
+		}
+		for (size_t i = 0; i < n; i++)
+			if (!db_col_q(r, (int)i, 1, &walls[i]) || walls[i] < 0) {
+				snprintf(
+				        err, errlen,
+				        "could not find where the trial runs out: a malformed sum");
+				goto out;
+			}
+		at = meter_trial_crossing(grant_us, before, walls, n, &before);
+		free(walls);
+		walls = NULL;
+		int64_t start;
+		if (at < 0 || !ru_get_int(r, (int)at, 0, &start)) {
+			ok = at < 0; /* not used up */
+			goto out;
+		}
+		if (level == 1) {
+			*hour = start;
+			*before_us = before;
+			ok = true;
+			goto out;
+		}
+		PQclear(r);
+		char m[24], e[24];
+		snprintf(m, sizeof m, "%lld", (long long)start);
+		snprintf(e, sizeof e, "%lld", (long long)meter_month_next(start));
+		p[1] = m;
+		p[2] = e;
+		r = ru_query(
+		        c,
+		        "SELECT " US("hour") ", sum(wall_us) FROM usage_hourly "
+		                             "WHERE account_id = $1 AND hour >= " TS(
+		                                     "$2") " AND hour < " TS("$3") " "
+		                                                                   "GROUP BY hour "
+		                                                                   "ORDER BY hour",
+		        3, p, PGRES_TUPLES_OK, "could not find where the trial runs out", err,
+		        errlen);
+	}
+out:
+	free(walls);
 	PQclear(r);
-	if (!ok)
-		snprintf(err, errlen, "could not find where the trial runs out: a malformed sum");
 	return ok;
 }
 

@@ -542,6 +542,71 @@ static void trial_grant_covers_intervals_in_order_and_the_crossing_one_in_part(v
 	assert_int_equal(meter_trial_cover(&bad, &size_2_4, &c, &cov), METER_EINVAL);
 }
 
+/*
+ * Rule 8's order across sandboxes of one hour: by end, at one end by the
+ * sandboxes' ids, then each series' order. A grant of 15 s left: a's 10 s
+ * interval (sandbox rank 1) and b's (rank 0) both end at +10 s, so b is
+ * covered first, whole, then a in part (5 of 10 s); c, ending earlier at +5 s
+ * under plan 2, before both. Plans are summed apart.
+ */
+static void the_crossing_hour_is_covered_by_end_then_sandbox_then_series(void **state)
+{
+	(void)state;
+	struct meter_trial_interval ivs[] = {
+	        {.rank = 1,
+	         .seq = 0,
+	         .plan_id = 1,
+	         .size = size_2_4,
+	         .iv = rate(25000, t0(), t0() + S(10), S(10))},
+	        {.rank = 0,
+	         .seq = 1,
+	         .plan_id = 1,
+	         .size = size_2_4,
+	         .iv = rate(25000, t0(), t0() + S(10), S(4))},
+	        {.rank = 2,
+	         .seq = 0,
+	         .plan_id = 2,
+	         .size = size_2_4,
+	         .iv = rate(25000, t0(), t0() + S(5), S(2))},
+	};
+	struct meter_plan_sum cov[4];
+	size_t n = 0;
+	/* 15 s: c (5 s), then b (10 s), then nothing of a */
+	assert_int_equal(meter_trial_cover_hour(S(15), ivs, 3, cov, &n, 4), METER_OK);
+	assert_int_equal(n, 2);
+	assert_int_equal(ivs[0].rank, 2);
+	assert_int_equal(ivs[1].rank, 0);
+	assert_int_equal(cov[0].plan_id, 2);
+	assert_true(cov[0].u.wall_us == S(5));
+	assert_true(cov[1].u.wall_us == S(10));
+	assert_true(cov[1].u.cpu_measured_us == S(4)); /* b's, not a's */
+	/* 20 s: and half of a, its CPU in proportion */
+	assert_int_equal(meter_trial_cover_hour(S(20), ivs, 3, cov, &n, 4), METER_OK);
+	assert_true(cov[1].u.wall_us == S(15));
+	assert_true(cov[1].u.cpu_measured_us == S(4) + S(5));
+	/* more plans than room */
+	assert_int_equal(meter_trial_cover_hour(S(20), ivs, 3, cov, &n, 1), METER_ERANGE);
+}
+
+/* Where a grant runs out over periods in time order: the first by whose end the time used
+ * reaches it (at it counts), and the time used before that period. */
+static void the_grant_runs_out_in_the_first_period_that_reaches_it(void **state)
+{
+	(void)state;
+	meter_i128 walls[] = {S(100), 0, S(50), S(50)};
+	int64_t before = -1;
+	assert_int_equal(meter_trial_crossing(S(150), 0, walls, 4, &before), 2);
+	assert_int_equal(before, S(100));
+	assert_int_equal(meter_trial_crossing(S(151), 0, walls, 4, &before), 3);
+	assert_int_equal(before, S(150));
+	assert_int_equal(meter_trial_crossing(S(100), 0, walls, 4, &before), 0);
+	assert_int_equal(before, 0);
+	assert_int_equal(meter_trial_crossing(S(250), 0, walls, 4, &before), -1);
+	/* after time used before the periods */
+	assert_int_equal(meter_trial_crossing(S(150), S(60), walls, 4, &before), 0);
+	assert_int_equal(before, S(60));
+}
+
 static void worked_example_estimate_is_0_375_plus_0_90(void **state)
 {
 	(void)state;
@@ -654,6 +719,8 @@ int main(void)
 	        cmocka_unit_test(estimate_raises_idle_cpu_to_the_floor_and_refuses_absurd_input),
 	        cmocka_unit_test(a_resumed_series_rates_like_the_whole_one),
 	        cmocka_unit_test(the_trial_covers_usage_sums_in_proportion),
+	        cmocka_unit_test(the_crossing_hour_is_covered_by_end_then_sandbox_then_series),
+	        cmocka_unit_test(the_grant_runs_out_in_the_first_period_that_reaches_it),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
