@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "api/plancache.h"
+#include "common/clock.h"
 #include "common/ledger.h"
 #include "api/queries.h"
 #include "common/plans.h"
@@ -65,13 +66,6 @@ cJSON *account_json(const struct account *a)
 	return NULL;
 }
 
-static int64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* The state from Q_STATE's answer res (taken: cleared here), s->month_start_us set. The
  * month to date is the ledger's (common/ledger.h): as it keeps it for this month, or,
  * when it keeps none yet (a month just begun, an account never rated), computed. */
@@ -126,7 +120,7 @@ bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
 {
 	char month[24], *params[2] = {(char *)id, month};
 	memset(s, 0, sizeof *s);
-	s->month_start_us = meter_month_start(now_us());
+	s->month_start_us = meter_month_start(clock_now_us());
 	snprintf(month, sizeof month, "%lld", (long long)s->month_start_us);
 	if (lock) {
 		/* The row lock first; the state then in a statement of its own. */
@@ -152,7 +146,7 @@ bool account_state_load_keyed(struct req *r, PGconn *c, const char *id, struct a
 	char month[24], *params[2] = {(char *)id, month};
 	const char *key[] = {req_key(r)};
 	memset(s, 0, sizeof *s);
-	s->month_start_us = meter_month_start(now_us());
+	s->month_start_us = meter_month_start(clock_now_us());
 	snprintf(month, sizeof month, "%lld", (long long)s->month_start_us);
 	PGresult *auth = NULL, *state = NULL;
 	bool sent = PQenterPipelineMode(c) == 1 && q_send(c, Q_AUTH, 1, key) == 1 &&

@@ -17,6 +17,7 @@
 #include "api/input.h"
 #include "api/queries.h"
 #include "api/routes.h"
+#include "common/clock.h"
 #include "common/db.h"
 #include "common/invoicedb.h"
 #include "common/keys.h"
@@ -136,13 +137,6 @@ static void finish(struct req *r, struct page *p, unsigned status)
 		reply_text(r, status, "text/html; charset=utf-8", p->buf, p->len);
 	free(p->buf);
 	p->buf = NULL;
-}
-
-static int64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 static void money(struct page *p, meter_money m)
@@ -676,7 +670,7 @@ void h_dashboard(struct req *r)
 	const char *id = which_account(r, &p);
 	if (id == NULL)
 		return;
-	int64_t now = now_us(), month, page, day;
+	int64_t now = clock_now_us(), month, page, day;
 	size_t sort;
 	if (!which_month(r, now, &month) || !which_list(r, month, &sort, &page, &day))
 		return;
@@ -735,9 +729,9 @@ void h_dashboard(struct req *r)
 		int k = (int)((d - month) / DAY_US);
 		meter_money cpu = 0, mem = 0;
 		if (pl == NULL || k < 0 || k >= ndays ||
-		    meter_money_of(u.cpu_billed_us, pl->cpu_vcpu_hour, INT64_C(3600000000), &cpu) ||
-		    meter_money_of(u.mem_mgib_us, pl->memory_gib_hour, INT64_C(3600000000000),
-		                   &mem))
+		    meter_money_of(u.cpu_billed_us, pl->cpu_vcpu_hour, METER_US_PER_HOUR, &cpu) ||
+		    meter_money_of(u.mem_mgib_us, pl->memory_gib_hour,
+		                   (METER_US_PER_HOUR * METER_MILLI), &mem))
 			continue;
 		days[k].cpu += cpu;
 		days[k].mem += mem;
@@ -883,7 +877,8 @@ void h_dashboard_sandbox(struct req *r)
 	if (sb == NULL)
 		goto out;
 	const char *account = PQgetvalue(sb, 0, 1);
-	int64_t now = now_us(), month = meter_month_start(now), next = meter_month_next(month);
+	int64_t now = clock_now_us(), month = meter_month_start(now),
+	        next = meter_month_next(month);
 	snprintf(fs, sizeof fs, "%lld", (long long)month);
 	snprintf(ts, sizeof ts, "%lld", (long long)next);
 	const char *hp[] = {account, id, fs, ts}, *pp[] = {id, fs, ts};
@@ -906,7 +901,7 @@ void h_dashboard_sandbox(struct req *r)
 	    PQgetvalue(sb, 0, 3));
 	/* CPU over the month, hour by hour: measured vCPUs on average in each hour */
 	const int w = 940, h = 170, base = 150;
-	int nh = (int)((next - month) / INT64_C(3600000000));
+	int nh = (int)((next - month) / METER_US_PER_HOUR);
 	meter_money cost = 0;
 	put(&p,
 	    "<section><h2>CPU, hour by hour (average vCPUs in use)</h2><svg viewBox=\"0 0 %d %d\" "
@@ -929,7 +924,7 @@ void h_dashboard_sandbox(struct req *r)
 			cost += mc.total;
 		double vcpus = (double)u.cpu_measured_us / 3.6e9, bh = vcpus / maxv * (base - 10);
 		bh = bh > base - 10 ? base - 10 : bh;
-		int k = (int)((hour - month) / INT64_C(3600000000));
+		int k = (int)((hour - month) / METER_US_PER_HOUR);
 		double x = (double)w / nh * k;
 		put(&p,
 		    "<rect class=\"cpu hour\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\">"

@@ -10,17 +10,11 @@
 #include "api/cursor.h"
 #include "api/queries.h"
 #include "api/routes.h"
+#include "common/clock.h"
 #include "common/db.h"
 #include "common/limits.h"
 #include "meter/decimal.h"
 #include "meter/timefmt.h"
-
-static int64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* Starts of sandboxes may be told late, but not from the future. */
 #define FUTURE_SLACK_US INT64_C(300000000)
@@ -153,9 +147,7 @@ static bool announce_new_limits(struct req *r, PGconn *c, const struct account *
 	char err[256], payload[512], period[40];
 	struct meter_plan *plans = NULL;
 	size_t nplans = 0;
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	int64_t now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	int64_t now = clock_now_us();
 	if (!load_plans(r, c, &plans, &nplans))
 		return false;
 	bool ok = limits_check_usage(c, a->id, now, plans, nplans, err, sizeof err);
@@ -331,7 +323,7 @@ void h_sandbox_new(struct req *r)
 	if (o == NULL)
 		return;
 	cJSON_Delete(o);
-	int64_t now = now_us(), started = v[4].set ? v[4].num : now;
+	int64_t now = clock_now_us(), started = v[4].set ? v[4].num : now;
 	if (started > now + FUTURE_SLACK_US) {
 		reply_problemf(r, 422, "invalid-field", "Invalid field",
 		               "field \"started_at\" is in the future");
@@ -539,7 +531,7 @@ void h_sandbox_stop(struct req *r)
 	if (o == NULL)
 		return;
 	cJSON_Delete(o);
-	int64_t now = now_us(), stopped = v[0].set ? v[0].num : now;
+	int64_t now = clock_now_us(), stopped = v[0].set ? v[0].num : now;
 	if (stopped > now + FUTURE_SLACK_US) {
 		reply_problemf(r, 422, "invalid-field", "Invalid field",
 		               "field \"stopped_at\" is in the future");

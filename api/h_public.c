@@ -8,19 +8,13 @@
 #include "api/queries.h"
 #include "api/replica.h"
 #include "api/routes.h"
+#include "common/clock.h"
 #include "common/plans.h"
 #include "meter/estimate.h"
 #include "meter/decimal.h"
 #include "meter/timefmt.h"
 #include "api/metrics.h"
 #include "reports/estimate.h"
-
-static int64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 void h_healthz(struct req *r)
 {
@@ -187,8 +181,8 @@ static bool plan_now(struct req *r, struct meter_plan *out, struct meter_plan *n
 	if (!plancache_get(c, &plans, &n, err, sizeof err)) {
 		reply_db_error(r, "could not read price plans", NULL);
 	} else {
-		const struct meter_plan *p = meter_plan_at(plans, n, now_us());
-		const struct meter_plan *q = meter_plan_next(plans, n, now_us());
+		const struct meter_plan *p = meter_plan_at(plans, n, clock_now_us());
+		const struct meter_plan *q = meter_plan_next(plans, n, clock_now_us());
 		*next = q ? *q : (struct meter_plan){0};
 		if (p) {
 			*out = *p;
@@ -298,7 +292,7 @@ void h_plan_list(struct req *r)
 		reply_db_error(r, err, NULL);
 		return;
 	}
-	reply_json(r, 200, report_plans_json(plans, n, now_us()));
+	reply_json(r, 200, report_plans_json(plans, n, clock_now_us()));
 	free(plans);
 }
 
@@ -335,11 +329,12 @@ void h_plan_new(struct req *r)
 	switch (plan_add(c, v[0].text, v[1].num, v[2].num, v[3].num, v[4].set ? v[4].num : -1, &id,
 	                 err, sizeof err)) {
 	case PLAN_PAST:
-		reply_problemf(r, 422, "plan-in-the-past", "Price plan in the past",
-		               "effective_from %s is not an hour in the future or more: samples are "
-		               "rated up to an hour ahead of now, and a plan takes effect after "
-		               "every interval rated before it was known",
-		               when);
+		reply_problemf(
+		        r, 422, "plan-in-the-past", "Price plan in the past",
+		        "effective_from %s is not an hour in the future or more: samples are "
+		        "rated up to an hour ahead of now, and a plan takes effect after "
+		        "every interval rated before it was known",
+		        when);
 		return;
 	case PLAN_TAKEN:
 		reply_problemf(r, 409, "conflict", "Already exists",

@@ -9,6 +9,7 @@
 #include "api/plancache.h"
 #include "api/queries.h"
 #include "api/routes.h"
+#include "common/clock.h"
 #include "common/db.h"
 #include "common/export.h"
 #include "common/log.h"
@@ -72,11 +73,11 @@ static bool fill(cJSON *o, const struct tally *t, const struct meter_plan *plans
 	}
 	const struct meter_usage *u = &t->total;
 	put_us_as(o, "cpu_seconds", u->cpu_measured_us, 1000000);
-	put_us_as(o, "vcpu_hours", u->cpu_billed_us, INT64_C(3600000000));
-	put_us_as(o, "gib_hours", u->mem_mgib_us, INT64_C(3600000000000));
-	put_us_as(o, "sandbox_hours", u->wall_us, INT64_C(3600000000));
-	put_us_as(o, "busy_hours", u->busy_us, INT64_C(3600000000));
-	put_us_as(o, "idle_hours", u->idle_us, INT64_C(3600000000));
+	put_us_as(o, "vcpu_hours", u->cpu_billed_us, METER_US_PER_HOUR);
+	put_us_as(o, "gib_hours", u->mem_mgib_us, (METER_US_PER_HOUR * METER_MILLI));
+	put_us_as(o, "sandbox_hours", u->wall_us, METER_US_PER_HOUR);
+	put_us_as(o, "busy_hours", u->busy_us, METER_US_PER_HOUR);
+	put_us_as(o, "idle_hours", u->idle_us, METER_US_PER_HOUR);
 	char c1[METER_MONEY_BUF], c2[METER_MONEY_BUF];
 	meter_money_format_cents(cost, c1, sizeof c1);
 	meter_money_format_exact(cost, c2, sizeof c2);
@@ -420,7 +421,8 @@ void h_usage(struct req *r)
 	if (c == NULL)
 		return;
 	/* Whole hours: from rounded down, to rounded up. */
-	int64_t from = meter_hour_of(v[0].num + 1), to = meter_hour_of(v[1].num) + 3600000000;
+	int64_t from = meter_hour_of(v[0].num + 1),
+	        to = meter_hour_of(v[1].num) + METER_US_PER_HOUR;
 	char fs[24], ts[24], asof[METER_TIME_BUF], when[METER_TIME_BUF], month[16];
 	snprintf(fs, sizeof fs, "%lld", (long long)from);
 	snprintf(ts, sizeof ts, "%lld", (long long)to);
@@ -525,13 +527,6 @@ void h_trial(struct req *r)
 
 /* ---- invoices ---- */
 
-static int64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 void h_invoice(struct req *r)
 {
 	static const struct in_field f[] = {{"format", IN_ENUM, 0, 0, 0, false, "json|csv|html"}};
@@ -548,7 +543,7 @@ void h_invoice(struct req *r)
 		return;
 	/* A draft may come from the replica; a month due to be final is read (and made
 	 * final, the first time) on the primary. */
-	int64_t now = now_us();
+	int64_t now = clock_now_us();
 	bool draft = meter_month_next(mv[0].num) + server_invoice_grace(r->srv) > now;
 	PGconn *c = draft ? req_read_db(r) : req_db(r);
 	struct meter_plan *plans = NULL;
@@ -627,8 +622,8 @@ bool forecast_compute(struct req *r, PGconn *c, const char *id, int64_t month, i
 		return false;
 	}
 	bool found = false;
-	if (!ledger_month(c, id, month, asked && at < now_us() ? at : 0, plans, nplans, l, err,
-	                  sizeof err)) {
+	if (!ledger_month(c, id, month, asked && at < clock_now_us() ? at : 0, plans, nplans, l,
+	                  err, sizeof err)) {
 		free(l);
 		reply_db_error(r, err, NULL);
 		return false;
@@ -714,7 +709,7 @@ void h_forecast(struct req *r)
 	size_t nplans = 0;
 	char asof[METER_TIME_BUF], m[16], when[METER_TIME_BUF];
 	struct forecast fc;
-	int64_t at = v[1].set ? v[1].num : now_us();
+	int64_t at = v[1].set ? v[1].num : clock_now_us();
 	if (c == NULL || !data_as_of(r, c, id, asof, sizeof asof) ||
 	    !load_plans(r, c, &plans, &nplans) ||
 	    !forecast_compute(r, c, id, v[0].num, at, v[1].set, plans, nplans, &fc)) {
@@ -761,7 +756,8 @@ void h_sandbox_usage(struct req *r)
 	if ((sb = sandbox_visible(r, c, id)) == NULL)
 		goto out;
 	const char *account = PQgetvalue(sb, 0, 1);
-	int64_t from = meter_hour_of(v[0].num + 1), to = meter_hour_of(v[1].num) + 3600000000;
+	int64_t from = meter_hour_of(v[0].num + 1),
+	        to = meter_hour_of(v[1].num) + METER_US_PER_HOUR;
 	snprintf(fs, sizeof fs, "%lld", (long long)from);
 	snprintf(ts, sizeof ts, "%lld", (long long)to);
 	if (!data_as_of(r, c, account, asof, sizeof asof) || !load_plans(r, c, &plans, &nplans))

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/db.h"
 #include "common/keys.h"
 #include "common/log.h"
@@ -74,7 +75,6 @@ static bool plan_now(struct meter_plan *out)
 	char err[ERRLEN];
 	struct meter_plan *plans = NULL;
 	size_t n = 0;
-	struct timespec ts;
 	PGconn *c = connect_or_log();
 	if (c == NULL)
 		return false;
@@ -84,9 +84,7 @@ static bool plan_now(struct meter_plan *out)
 		log_error("%s", err);
 		return false;
 	}
-	clock_gettime(CLOCK_REALTIME, &ts);
-	const struct meter_plan *p =
-	        meter_plan_at(plans, n, (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000);
+	const struct meter_plan *p = meter_plan_at(plans, n, clock_now_us());
 	if (p)
 		*out = *p;
 	else
@@ -260,7 +258,6 @@ static int run_plan_list(const struct opt_val *v)
 	char err[ERRLEN];
 	struct meter_plan *plans = NULL;
 	size_t n = 0;
-	struct timespec ts;
 	PGconn *c = connect_or_log();
 	if (c == NULL)
 		return 1;
@@ -270,8 +267,7 @@ static int run_plan_list(const struct opt_val *v)
 		log_error("%s", err);
 		return 1;
 	}
-	clock_gettime(CLOCK_REALTIME, &ts);
-	int64_t now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	int64_t now = clock_now_us();
 	if (v[0].set) {
 		cJSON *o = report_plans_json(plans, n, now);
 		free(plans);
@@ -332,10 +328,11 @@ static int run_plan_add(const struct opt_val *v)
 		        v[0].str, v[1].str);
 		return 0;
 	case PLAN_PAST:
-		log_error("plan add: %s is not an hour in the future or more: samples are rated "
-		          "up to an hour ahead of now, and a plan takes effect after every interval "
-		          "rated before it was known",
-		          v[1].str);
+		log_error(
+		        "plan add: %s is not an hour in the future or more: samples are rated "
+		        "up to an hour ahead of now, and a plan takes effect after every interval "
+		        "rated before it was known",
+		        v[1].str);
 		return 1;
 	case PLAN_TAKEN:
 		log_error("plan add: a price plan takes effect at %s already", v[1].str);
@@ -454,12 +451,10 @@ static int run_invoice(const struct opt_val *v)
 	struct meter_plan *plans = NULL;
 	size_t nplans = 0;
 	struct invoice_doc doc = {0};
-	struct timespec ts;
 	int rc = 1;
-	clock_gettime(CLOCK_REALTIME, &ts);
 	if (!plans_load(c, &plans, &nplans, err, sizeof err) ||
-	    !invoice_get(c, v[0].str, month, (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000,
-	                 v[3].num, plans, nplans, &doc, err, sizeof err)) {
+	    !invoice_get(c, v[0].str, month, clock_now_us(), v[3].num, plans, nplans, &doc, err,
+	                 sizeof err)) {
 		log_error("%s", err);
 	} else if (!doc.found) {
 		log_error("invoice: account \"%s\" does not exist", v[0].str);

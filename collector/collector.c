@@ -13,18 +13,12 @@
 
 #include "collector/layout.h"
 #include "collector/writer.h"
+#include "common/clock.h"
 #include "common/db.h"
 #include "common/ids.h"
 #include "common/log.h"
 
 #define HOLDER_EVENTS (IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_ONLYDIR)
-
-static int64_t now_realtime_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static const char *primary(const struct collector *c)
 {
@@ -105,7 +99,7 @@ static void retire(struct collector *c, size_t i)
 	log_info("sandbox %s (account %s, incarnation %lld) retired: its cgroup is gone", sb->id,
 	         sb->account[0] ? sb->account : "unknown", (long long)sb->h.inode);
 	if (!sb->final_taken && sb->has_last) {
-		if (batch_add(&c->batch, sb->id, sb->account, sb->h.inode, now_realtime_us(),
+		if (batch_add(&c->batch, sb->id, sb->account, sb->h.inode, clock_now_us(),
 		              c->cfg.host, &sb->last)) {
 			batch_mark_end(&c->batch);
 			c->stats.ends++;
@@ -166,7 +160,7 @@ static bool sample(struct collector *c, struct sandbox *sb)
 	struct cg_reading r;
 	const char *file = NULL;
 	enum cg_status st = cg_read(&sb->h, &r, &file);
-	int64_t ts = now_realtime_us();
+	int64_t ts = clock_now_us();
 	if (st == CG_GONE) {
 		retire(c, index_of(c, sb));
 		return false;

@@ -222,11 +222,11 @@ static bool usage_row(struct export *e, const PGresult *r)
 	if (pl == NULL || meter_usage_cost(&u, pl, &cost) != METER_OK)
 		return true; /* a plan gone, or a figure out of range: no row, as ever */
 	qty(u.cpu_measured_us, 1000000, f[0], sizeof f[0]);
-	qty(u.cpu_billed_us, INT64_C(3600000000), f[1], sizeof f[1]);
-	qty(u.mem_mgib_us, INT64_C(3600000000000), f[2], sizeof f[2]);
-	qty(u.wall_us, INT64_C(3600000000), f[3], sizeof f[3]);
-	qty(u.busy_us, INT64_C(3600000000), f[4], sizeof f[4]);
-	qty(u.idle_us, INT64_C(3600000000), f[5], sizeof f[5]);
+	qty(u.cpu_billed_us, METER_US_PER_HOUR, f[1], sizeof f[1]);
+	qty(u.mem_mgib_us, (METER_US_PER_HOUR * METER_MILLI), f[2], sizeof f[2]);
+	qty(u.wall_us, METER_US_PER_HOUR, f[3], sizeof f[3]);
+	qty(u.busy_us, METER_US_PER_HOUR, f[4], sizeof f[4]);
+	qty(u.idle_us, METER_US_PER_HOUR, f[5], sizeof f[5]);
 	meter_money_format_exact(cost.total, money, sizeof money);
 	const char *row[] = {
 	        PQgetvalue(r, 0, 0), pl->name, f[0], f[1], f[2], f[3], f[4], f[5], money};

@@ -50,7 +50,7 @@ static bool check_limits(PGconn *c, const struct job *jobs, size_t n,
 	if (lit == NULL)
 		snprintf(err, errlen, "could not check the accounts' limits: out of memory");
 	else
-		ok = limits_check(c, lit, now_realtime_us(), plans, nplans, err, errlen);
+		ok = limits_check(c, lit, clock_now_us(), plans, nplans, err, errlen);
 out:
 	ru_arr_free(&accounts);
 	return ok;

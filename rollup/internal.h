@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "meter/plan.h"
 #include "meter/rating.h"
 
@@ -53,13 +54,6 @@
  * whatever the order samples and plans arrive in). *plans is the caller's to free.
  */
 bool ru_plans(PGconn *c, struct meter_plan **plans, size_t *nplans, char *err, size_t errlen);
-
-static inline int64_t now_realtime_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* ---- sql.c ---- */
 

@@ -419,7 +419,7 @@ int ru_trial_queue_pass(PGconn *c, char *err, size_t errlen)
 		ok = r != NULL && (PQntuples(r) == 0 || ru_get_int(r, 0, 0, &horizon));
 		PQclear(r);
 		ok = ok && trial_update(c, id, horizon, plans, nplans, err, errlen) &&
-		     limits_check_usage(c, id, now_realtime_us(), plans, nplans, err, errlen);
+		     limits_check_usage(c, id, clock_now_us(), plans, nplans, err, errlen);
 		r = ok ? ru_query(c, "DELETE FROM trial_queue WHERE account_id = $1", 1, p,
 		                  PGRES_COMMAND_OK, "could not take a trial off the queue", err,
 		                  errlen)

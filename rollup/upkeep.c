@@ -53,7 +53,7 @@ bool rollup_upkeep(PGconn *c, int64_t retention_us, int64_t grace_us, char *err,
 	 * the rest wait for the next hour, so a backlog never holds the queue up for long. */
 	int made = 0;
 	if (grace_us >= 0 &&
-	    !invoices_finalize_due(c, now_realtime_us(), grace_us, 1000, &made, err, errlen))
+	    !invoices_finalize_due(c, clock_now_us(), grace_us, 1000, &made, err, errlen))
 		return false;
 	if (made > 0)
 		log_info("invoices: made %d invoice(s) final", made);

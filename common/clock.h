@@ -1,0 +1,20 @@
+/*
+ * common/clock.h: the time now, for the programs (meter/ takes times as
+ * values and reads no clock).
+ */
+#ifndef COMMON_CLOCK_H
+#define COMMON_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* The wall clock (CLOCK_REALTIME) in µs since the Unix epoch: what samples,
+ * stops and months are stamped and reckoned by. */
+static inline int64_t clock_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+#endif
