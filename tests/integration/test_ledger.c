@@ -1378,6 +1378,45 @@ static int64_t invoice_nano(struct fx *f, const char *account, const char *month
 	return v;
 }
 
+/* Months back from this one: us[k] the start of the month k months ago, name[k] its
+ * YYYY-MM, and at(k, day) a time on that day of it (day 1 its first). */
+struct months_back {
+	int64_t us[4];
+	char name[4][8];
+};
+
+static void months_back(struct months_back *m)
+{
+	m->us[0] = meter_month_start((int64_t)time(NULL) * 1000000);
+	for (int k = 1; k < 4; k++)
+		m->us[k] = meter_month_start(m->us[k - 1] - 1);
+	for (int k = 0; k < 4; k++) {
+		char t[METER_TIME_BUF];
+		meter_time_format(m->us[k], t, sizeof t);
+		snprintf(m->name[k], sizeof m->name[k], "%.7s", t);
+	}
+}
+
+static const char *day_of(const struct months_back *m, int k, int day, char *buf, size_t len)
+{
+	meter_time_format(m->us[k] + (int64_t)(day - 1) * 86400000000, buf, len);
+	return buf;
+}
+
+/* meter-api again with a grace of 0 (a month's invoice is final once it ends) and a paid
+ * account id with no trial. */
+static void grace_of_zero(struct fx *f, const char *account)
+{
+	char q[256];
+	api_stop(&f->api);
+	assert_true(api_start(&f->api, METER_API_BIN, f->db.url, "--invoice-grace=0s"));
+	snprintf(q, sizeof q,
+	         "INSERT INTO accounts (id, name, plan, trial_grant_seconds) VALUES "
+	         "('%s', 'A', 'paid', 0)",
+	         account);
+	sql(f, q);
+}
+
 /*
  * A month's FOCUS export adds up to its invoice, final or draft, and a final
  * month's export never changes. "Two months ago" and "last month" are final
@@ -1391,22 +1430,13 @@ static int64_t invoice_nano(struct fx *f, const char *account, const char *month
 static void a_months_export_is_its_invoice_and_a_final_ones_never_changes(void **state)
 {
 	struct fx *f = *state;
-	int64_t now = (int64_t)time(NULL) * 1000000, m0 = meter_month_start(now);
-	int64_t m1 = meter_month_start(m0 - 1), m2 = meter_month_start(m1 - 1);
-	char t0[40], t1[40], t2[40], late[40], mon0[8], mon1[8], mon2[8];
-	meter_time_format(m0, t0, sizeof t0);
-	meter_time_format(m1 + INT64_C(3) * 86400000000, t1, sizeof t1);
-	meter_time_format(m2 + INT64_C(3) * 86400000000, t2, sizeof t2);
-	meter_time_format(m2 + INT64_C(9) * 86400000000, late, sizeof late);
-	snprintf(mon0, sizeof mon0, "%.7s", t0);
-	snprintf(mon1, sizeof mon1, "%.7s", t1);
-	snprintf(mon2, sizeof mon2, "%.7s", t2);
-	api_stop(&f->api);
-	assert_true(api_start(&f->api, METER_API_BIN, f->db.url, "--invoice-grace=0s"));
-	sql(f, "INSERT INTO accounts (id, name, plan, trial_grant_seconds) VALUES "
-	       "('focus', 'F', 'paid', 0)");
-	busy_hour(f, "focus", "fc-old", t2);
-	busy_hour(f, "focus", "fc-last", t1);
+	struct months_back m;
+	char t[METER_TIME_BUF];
+	months_back(&m);
+	const char *mon0 = m.name[0], *mon1 = m.name[1], *mon2 = m.name[2];
+	grace_of_zero(f, "focus");
+	busy_hour(f, "focus", "fc-old", day_of(&m, 2, 4, t, sizeof t));
+	busy_hour(f, "focus", "fc-last", day_of(&m, 1, 4, t, sizeof t));
 	wait_rollups(f);
 	assert_int_equal(invoice_nano(f, "focus", mon2, "final"), 32500000);
 	assert_int_equal(invoice_nano(f, "focus", mon1, "final"), 32500000);
@@ -1416,8 +1446,8 @@ static void a_months_export_is_its_invoice_and_a_final_ones_never_changes(void *
 	assert_int_equal(sum, 32500000);
 
 	/* two hours of two months ago, late */
-	busy_hour(f, "focus", "fc-late-a", late);
-	busy_hour(f, "focus", "fc-late-b", late);
+	busy_hour(f, "focus", "fc-late-a", day_of(&m, 2, 10, t, sizeof t));
+	busy_hour(f, "focus", "fc-late-b", day_of(&m, 2, 10, t, sizeof t));
 	wait_rollups(f);
 	char *old2 = focus(f, "focus", mon2), *last2 = focus(f, "focus", mon1);
 	assert_string_equal(old2, old); /* a final month's export never changes */
@@ -1458,27 +1488,15 @@ static void a_months_export_is_its_invoice_and_a_final_ones_never_changes(void *
 static void a_late_hour_is_billed_once_on_the_next_invoice_even_of_an_empty_month(void **state)
 {
 	struct fx *f = *state;
-	int64_t now = (int64_t)time(NULL) * 1000000, m0 = meter_month_start(now);
-	int64_t m1 = meter_month_start(m0 - 1), m2 = meter_month_start(m1 - 1);
-	int64_t m3 = meter_month_start(m2 - 1);
-	char t0[40], t2[40], t3[40], late[40], mon0[8], mon1[8], mon2[8], mon3[8], q[256];
-	meter_time_format(m0, t0, sizeof t0);
-	meter_time_format(m1, late, sizeof late);
-	snprintf(mon1, sizeof mon1, "%.7s", late);
-	meter_time_format(m2, t2, sizeof t2);
-	meter_time_format(m3 + INT64_C(26) * 86400000000, t3, sizeof t3);
-	meter_time_format(m3 + INT64_C(27) * 86400000000, late, sizeof late);
-	snprintf(mon0, sizeof mon0, "%.7s", t0);
-	snprintf(mon2, sizeof mon2, "%.7s", t2);
-	snprintf(mon3, sizeof mon3, "%.7s", t3);
-	api_stop(&f->api);
-	assert_true(api_start(&f->api, METER_API_BIN, f->db.url, "--invoice-grace=0s"));
-	sql(f, "INSERT INTO accounts (id, name, plan, trial_grant_seconds) VALUES "
-	       "('empty', 'E', 'paid', 0)");
-	busy_hour(f, "empty", "em-1", t3);
+	struct months_back m;
+	char t[METER_TIME_BUF], q[256];
+	months_back(&m);
+	const char *mon0 = m.name[0], *mon1 = m.name[1], *mon2 = m.name[2], *mon3 = m.name[3];
+	grace_of_zero(f, "empty");
+	busy_hour(f, "empty", "em-1", day_of(&m, 3, 27, t, sizeof t));
 	wait_rollups(f);
 	assert_int_equal(invoice_nano(f, "empty", mon3, "final"), 32500000);
-	busy_hour(f, "empty", "em-late", late);
+	busy_hour(f, "empty", "em-late", day_of(&m, 3, 28, t, sizeof t));
 	wait_rollups(f);
 	/* on the first invoice after it not final, and there alone: not this month's */
 	assert_int_equal(invoice_nano(f, "empty", mon0, "draft"), 0);
