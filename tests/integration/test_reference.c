@@ -826,15 +826,18 @@ static bool one_seed(const char *template_name, uint64_t seed, int *scenarios)
 	char diff[32768] = "";
 	bool ok = false;
 	generate(&s, seed);
-	/* meter-api's clock an hour after the scenario's last sample or stop: its month to
+	/* meter-api's clock an hour after the scenario's last sample, start or stop: its month to
 	 * date is that month's, and the scenario the same whatever day it runs */
 	r.now_us = 0;
 	for (int i = 0; i < s.in.nsamples; i++)
 		if (s.in.samples[i].ts_us > r.now_us)
 			r.now_us = s.in.samples[i].ts_us;
-	for (int i = 0; i < s.in.nsandboxes; i++)
+	for (int i = 0; i < s.in.nsandboxes; i++) {
 		if (s.in.sandboxes[i].stopped_us > r.now_us)
 			r.now_us = s.in.sandboxes[i].stopped_us;
+		if (s.in.sandboxes[i].started_us > r.now_us) /* one with no sample */
+			r.now_us = s.in.sandboxes[i].started_us;
+	}
 	r.now_us += HOUR;
 	bool clock = fake_clock(r.now_us);
 	bool up = clock && testdb_create_from(&r.db, "ref", template_name) &&
