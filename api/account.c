@@ -5,7 +5,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/auth.h"
 #include "api/plancache.h"
+#include "api/reply.h"
 #include "common/clock.h"
 #include "common/ledger.h"
 #include "api/queries.h"

@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "api/http.h"
+#include "api/request.h"
 #include "meter/money.h"
 #include "meter/plan.h"
 

@@ -14,9 +14,12 @@
 #include <time.h>
 
 #include "api/account.h"
+#include "api/auth.h"
 #include "api/input.h"
 #include "api/queries.h"
+#include "api/reply.h"
 #include "api/routes.h"
+#include "api/server.h"
 #include "common/clock.h"
 #include "common/db.h"
 #include "common/invoicedb.h"

@@ -7,8 +7,10 @@
 #include <time.h>
 
 #include "api/account.h"
+#include "api/auth.h"
 #include "api/cursor.h"
 #include "api/queries.h"
+#include "api/reply.h"
 #include "api/routes.h"
 #include "common/clock.h"
 #include "common/db.h"

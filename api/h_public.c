@@ -4,10 +4,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/auth.h"
 #include "api/plancache.h"
+#include "api/pool.h"
 #include "api/queries.h"
 #include "api/replica.h"
+#include "api/reply.h"
 #include "api/routes.h"
+#include "api/server.h"
 #include "common/clock.h"
 #include "common/plans.h"
 #include "meter/estimate.h"

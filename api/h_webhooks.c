@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/reply.h"
 #include "api/routes.h"
 #include "common/webhooks.h"
 #include "meter/decimal.h"

@@ -1,10 +1,11 @@
 /*
- * api/routes.h: the route table and the handlers it names.
+ * api/routes.h: the route table and the handlers it names, each given its
+ * request (api/request.h).
  */
 #ifndef API_ROUTES_H
 #define API_ROUTES_H
 
-#include "api/http.h"
+#include "api/request.h"
 
 extern const struct route routes[];
 extern const int routes_count;
