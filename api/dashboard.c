@@ -15,6 +15,7 @@
 
 #include "api/account.h"
 #include "api/auth.h"
+#include "api/forecast.h"
 #include "api/input.h"
 #include "api/queries.h"
 #include "api/reply.h"
