@@ -61,12 +61,14 @@ void h_webhook_delete(struct req *r);
 void h_webhook_deliveries(struct req *r);
 void h_webhook_redeliver(struct req *r);
 
-/* api/dashboard.c: pages for people */
+/* api/page_login.c: pages for people */
 void h_login_page(struct req *r);
 void h_login(struct req *r);
 void h_login_link_page(struct req *r);
 void h_login_link(struct req *r);
 void h_logout(struct req *r);
+
+/* api/page_dashboard.c */
 void h_dashboard(struct req *r);
 void h_dashboard_sandbox(struct req *r);
 
