@@ -5,7 +5,10 @@
  * sandboxes, the trial's wall time used (account_month, kept by the rollup
  * worker) and the month to date, the month's money as common/ledger.h
  * computes it and keeps it for the quota check (account_ledger). The
- * decision is meter/quota.h's.
+ * decision is meter/quota.h's. Beside it, what the account routes read
+ * before they answer (most through api/opening.h): whether the account
+ * exists, how fresh its figures are, the price plans, a sandbox the request
+ * may see.
  */
 #ifndef API_ACCOUNT_H
 #define API_ACCOUNT_H
@@ -15,7 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "api/http.h"
+#include "api/request.h"
 #include "meter/money.h"
 #include "meter/plan.h"
 
@@ -48,6 +51,18 @@ bool account_from_row(const PGresult *res, int row, struct account *a);
 cJSON *account_json(const struct account *a);
 
 /*
+ * Whether account id exists (Q_ACCOUNT); when it does not, or the database
+ * fails, it has answered (404, 503) and returns false.
+ */
+bool account_exists(struct req *r, PGconn *c, const char *id);
+
+/*
+ * Adds "egress_ports" to o: the ports a sandbox of a trial account may reach
+ * (80 and 443), or null (no restriction).
+ */
+void account_add_egress_ports(cJSON *o, const struct account *a);
+
+/*
  * Loads the state of account id (locking the account row when lock, inside
  * the caller's transaction). On failure it has answered: 404 for no such
  * account (or one the key may not see), 503 for the database.
@@ -76,22 +91,6 @@ bool col_int(const PGresult *res, int row, int col, int64_t *out);
  * 503 for the database). The caller clears the result.
  */
 PGresult *sandbox_visible(struct req *r, PGconn *c, const char *id);
-
-/* Where an account's month is heading (api/h_usage.c). */
-struct forecast {
-	meter_money month_to_date, projected, low, high, per_day;
-};
-
-/*
- * Month to date (the month's money, common/ledger.h) and the projection: the
- * run rate of the 7 full days before at over the time left in the month,
- * with bounds from the quietest and busiest day. asked: at was asked for (a
- * month to date as it stood then) rather than now. On failure it has
- * answered.
- */
-bool forecast_compute(struct req *r, PGconn *c, const char *id, int64_t month, int64_t at,
-                      bool asked, const struct meter_plan *plans, size_t nplans,
-                      struct forecast *out);
 
 /* The oldest pending mark of the account's sandboxes, or now (RFC 3339); on failure it has
  * answered. */

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/opening.h"
+#include "api/reply.h"
 #include "api/routes.h"
 #include "common/keys.h"
 #include "meter/decimal.h"
@@ -24,11 +26,8 @@ void h_key_list(struct req *r)
 {
 	struct key_info *keys = NULL;
 	size_t n = 0;
-	if (r->nargs) {
-		reply_problemf(r, 400, "unknown-parameter", "Unknown query parameter",
-		               "this request takes no query parameters");
+	if (!req_no_query(r))
 		return;
-	}
 	PGconn *c = req_db(r);
 	if (c == NULL || !keys_read(r, c, &keys, &n))
 		return;
@@ -50,13 +49,9 @@ void h_key_new(struct req *r)
 	        {"account_id", IN_ID, 0, 0, 0, false, NULL},
 	};
 	struct in_value v[2];
-	struct problem p;
-	cJSON *body = in_parse_object(r->body, r->body_len, &p);
-	if (body == NULL || !in_fields(body, f, 2, v, &p)) {
-		cJSON_Delete(body);
-		reply_problem(r, &p);
+	cJSON *body = req_body_fields(r, f, 2, v, false);
+	if (body == NULL)
 		return;
-	}
 	cJSON_Delete(body);
 	bool admin = strcmp(v[0].text, "admin") == 0;
 	if (admin == v[1].set) {

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/reply.h"
 #include "api/routes.h"
 #include "common/webhooks.h"
 #include "meter/decimal.h"
@@ -32,11 +33,8 @@ static cJSON *first_of(cJSON *arr)
 /* GET /v1/webhooks: every endpoint, oldest first; never a secret. */
 void h_webhook_list(struct req *r)
 {
-	if (r->nargs) {
-		reply_problemf(r, 400, "unknown-parameter", "Unknown query parameter",
-		               "this request takes no query parameters");
+	if (!req_no_query(r))
 		return;
-	}
 	PGconn *c = req_db(r);
 	if (c == NULL)
 		return;

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/http.h"
+#include "api/server.h"
 #include "rollup/rollup.h"
 #include "api/webhook.h"
 #include "common/invoicedb.h"

@@ -1,7 +1,7 @@
 /*
  * api/route.h: a request's method and path matched to the route table.
  *
- * Pure: no I/O, no globals. api/http.c calls it for every request and
+ * Pure: no I/O, no globals. api/server.c calls it for every request and
  * tests/fuzz/fuzz_route.c fuzzes it against a rebuilt path.
  */
 #ifndef API_ROUTE_H
@@ -29,7 +29,7 @@ struct route {
 	handler_fn handler;
 	bool page; /* a page for people: the session cookie counts, and no login sends to /login */
 	unsigned timeout_ms; /* each statement's longest run (0: ROUTE_TIMEOUT_MS) */
-	bool slow;           /* runs on the slow lane (api/http.c), never on a request thread */
+	bool slow;           /* runs on the slow lane (api/server.c), never on a request thread */
 };
 
 /* How long a statement of a route that says nothing may run. */

@@ -45,7 +45,7 @@ const struct route routes[] = {
         {"GET", "/v1/webhooks/{id}/deliveries", AUTH_ADMIN, h_webhook_deliveries, false, 0, FAST},
         {"POST", "/v1/webhooks/{id}/deliveries/{delivery}/redeliver", AUTH_ADMIN,
          h_webhook_redeliver, false, 0, FAST},
-        /* pages for people (api/dashboard.c) */
+        /* pages for people (api/page_login.c, api/page_dashboard.c) */
         {"GET", "/login", AUTH_PUBLIC, h_login_page, true, 0, FAST},
         {"POST", "/login", AUTH_PUBLIC, h_login, true, 0, FAST},
         {"GET", "/login/{token}", AUTH_PUBLIC, h_login_link_page, true, 0, FAST},

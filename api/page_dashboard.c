@@ -1,297 +1,32 @@
 /*
  * The cost dashboard: pages for people, drawn by the server.
  *
- * HTML with inline CSS and SVG charts; no script and no file from outside the
- * service. People log in once with an API key through a form (POST /login,
- * never a URL) or with a one-time link (meter login-link), and keep a session
- * cookie (HttpOnly, SameSite=Strict); programs may send a bearer key instead.
- * An account key sees its own account; an admin picks one with ?account=ID.
+ * HTML with inline CSS and SVG charts (api/page.h); no script and no file from
+ * outside the service. People log in once (api/page_login.c) and keep a
+ * session cookie; programs may send a bearer key instead. An account key sees
+ * its own account; an admin picks one with ?account=ID.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "api/account.h"
-#include "api/input.h"
+#include "api/forecast.h"
+#include "api/opening.h"
+#include "api/page.h"
 #include "api/queries.h"
+#include "api/reply.h"
 #include "api/routes.h"
+#include "api/server.h"
 #include "common/clock.h"
 #include "common/db.h"
 #include "common/invoicedb.h"
-#include "common/keys.h"
-#include "common/sessions.h"
 #include "meter/decimal.h"
 #include "meter/rating.h"
 #include "meter/timefmt.h"
 #include "reports/invoice.h"
 
 #define DAY_US (INT64_C(86400) * 1000000)
-
-/* ---- a page being written ---- */
-
-struct page {
-	char *buf;
-	size_t len, cap;
-	bool oom;
-};
-
-static void grow(struct page *p, size_t need)
-{
-	if (p->oom || p->len + need + 1 <= p->cap)
-		return;
-	size_t cap = p->cap ? p->cap : 16384;
-	while (cap < p->len + need + 1)
-		cap *= 2;
-	char *nb = realloc(p->buf, cap);
-	if (nb == NULL) {
-		p->oom = true;
-		return;
-	}
-	p->buf = nb;
-	p->cap = cap;
-}
-
-static void put(struct page *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(struct page *p, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	grow(p, (size_t)n);
-	if (p->oom)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(p->buf + p->len, p->cap - p->len, fmt, ap);
-	va_end(ap);
-	p->len += (size_t)n;
-}
-
-/* Text from outside (names, ids): escaped. */
-static void esc(struct page *p, const char *s)
-{
-	for (; *s; s++) {
-		switch (*s) {
-		case '&':
-			put(p, "&amp;");
-			break;
-		case '<':
-			put(p, "&lt;");
-			break;
-		case '>':
-			put(p, "&gt;");
-			break;
-		case '"':
-			put(p, "&quot;");
-			break;
-		case '\'':
-			put(p, "&#39;");
-			break;
-		default:
-			put(p, "%c", *s);
-		}
-	}
-}
-
-static const char style[] =
-        "<style>body{font:14px/1.45 system-ui,-apple-system,\"Segoe UI\",Roboto,sans-serif;"
-        "color:#1d2430;background:#f6f7f9;margin:0}main{max-width:1000px;margin:0 auto;"
-        "padding:28px 24px}header{display:flex;justify-content:space-between;align-items:baseline}"
-        "h1{font-size:24px;margin:0}h2{font-size:15px;margin:0 0 10px;color:#42536b}"
-        ".asof{color:#5b6574;font-size:13px}.cards{display:grid;grid-template-columns:repeat(3,1fr)"
-        ";"
-        "gap:14px;margin:20px 0}.card{background:#fff;border:1px solid #e3e7ed;border-radius:10px;"
-        "padding:16px}.big{font-size:28px;font-weight:700}.muted{color:#5b6574;font-size:12px}"
-        ".gauge{height:10px;background:#e9edf2;border-radius:5px;overflow:hidden;margin-top:8px}"
-        ".gauge div{height:100%;background:#3b82f6}.gauge.warn div{background:#e0892b}"
-        "section{background:#fff;border:1px solid #e3e7ed;border-radius:10px;padding:16px;"
-        "margin-bottom:14px}table{width:100%;border-collapse:collapse}td,th{padding:7px 6px;"
-        "border-bottom:1px solid #eceff3;text-align:left}th{font-size:12px;color:#5b6574;"
-        "text-transform:uppercase}.num{text-align:right;font-variant-numeric:tabular-nums}"
-        "svg text{font-size:10px;fill:#5b6574}.cpu{fill:#3b82f6}.mem{fill:#a5b4fc}"
-        ".busy{fill:#16a34a}.idle{fill:#cbd5e1}.key span{display:inline-block;width:10px;"
-        "height:10px;margin:0 4px 0 12px;border-radius:2px}form.inline{display:inline}"
-        "button{font:inherit;padding:6px 12px;border-radius:6px;border:1px solid #c8d0da;"
-        "background:#fff;cursor:pointer}input{font:inherit;padding:7px;width:100%;"
-        "box-sizing:border-box;border:1px solid #c8d0da;border-radius:6px;margin:6px 0 12px}"
-        "a{color:#2563eb;text-decoration:none}</style>";
-
-static void head(struct page *p, const char *title)
-{
-	put(p, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-	       "<meta name=\"viewport\" content=\"width=device-width\"><title>");
-	esc(p, title);
-	put(p, " &middot; meter</title>%s</head><body><main>", style);
-}
-
-static void finish(struct req *r, struct page *p, unsigned status)
-{
-	put(p, "</main></body></html>\n");
-	if (p->oom)
-		reply_problemf(r, 500, "internal", "Internal error", "out of memory");
-	else
-		reply_text(r, status, "text/html; charset=utf-8", p->buf, p->len);
-	free(p->buf);
-	p->buf = NULL;
-}
-
-static void money(struct page *p, meter_money m)
-{
-	char c[METER_MONEY_BUF], e[METER_MONEY_BUF];
-	meter_money_format_cents(m, c, sizeof c);
-	meter_money_format_exact(m, e, sizeof e);
-	put(p, "<span title=\"exact %s\">%s$%s</span>", e, m < 0 ? "-" : "",
-	    c[0] == '-' ? c + 1 : c);
-}
-
-/* ---- login ---- */
-
-void h_login_page(struct req *r)
-{
-	struct page p = {0};
-	head(&p, "Log in");
-	put(&p, "<section style=\"max-width:420px;margin:60px auto\"><h1>meter</h1>"
-	        "<p class=\"muted\">Log in with an API key. It is sent once, in this form, "
-	        "and never kept in the page or the address.</p>");
-	for (size_t i = 0; i < r->nargs; i++)
-		if (strcmp(r->args[i].name, "failed") == 0)
-			put(&p, "<p style=\"color:#b42318\">That key is not valid.</p>");
-	put(&p, "<form method=\"post\" action=\"/login\"><label>API key<input type=\"password\" "
-	        "name=\"key\" autocomplete=\"off\" required></label><button type=\"submit\">Log in"
-	        "</button></form></section>");
-	finish(r, &p, 200);
-}
-
-/* The session cookie (token "" and max_age 0: its removal); Secure over HTTPS. */
-static void session_cookie(const struct req *r, const char *token, int max_age, char *out,
-                           size_t len)
-{
-	snprintf(out, len, "meter_session=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%d%s",
-	         token, max_age, server_secure_cookies(r->srv) ? "; Secure" : "");
-}
-
-/*
- * True when a form post comes from meter's own pages: a browser names the
- * page's origin in Origin, which must be this server (http or https and the
- * Host asked for). A post with no Origin (not a browser: curl, a script) is
- * let through; "null" (a sandboxed or opaque page) is not. Answers 403 when
- * false.
- */
-static bool same_origin(struct req *r)
-{
-	const char *o = r->origin;
-	if (o[0] == '\0')
-		return true;
-	const char *rest = strncmp(o, "http://", 7) == 0    ? o + 7
-	                   : strncmp(o, "https://", 8) == 0 ? o + 8
-	                                                    : NULL;
-	if (rest && r->host[0] && strcmp(rest, r->host) == 0)
-		return true;
-	reply_problemf(r, 403, "cross-origin", "Cross-origin form",
-	               "this form may be sent from meter's own pages only");
-	return false;
-}
-
-static void start_session(struct req *r, PGconn *c, bool admin, const char *account, int64_t key_id)
-{
-	char token[TOKEN_LEN + 1], err[256], cookie[256];
-	if (!session_create(c, "session", admin ? NULL : account, key_id, token, err, sizeof err)) {
-		reply_db_error(r, err, NULL);
-		return;
-	}
-	session_cookie(r, token, SESSION_TTL_S, cookie, sizeof cookie);
-	reply_redirect(r, "/dashboard", cookie);
-}
-
-void h_login(struct req *r)
-{
-	char key[128];
-	if (!same_origin(r))
-		return;
-	if (!in_form_value(r->body, r->body_len, "key", key, sizeof key) ||
-	    strlen(key) != KEY_LEN || strncmp(key, KEY_PREFIX, 3) != 0) {
-		reply_redirect(r, "/login?failed=1", NULL);
-		return;
-	}
-	PGconn *c = req_db(r);
-	if (c == NULL)
-		return;
-	const char *params[] = {key};
-	PGresult *res = q_exec(c, Q_AUTH, 1, params);
-	int64_t key_id = 0;
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		reply_db_error(r, "could not check the API key", res);
-	else if (PQntuples(res) != 1 || !col_int(res, 0, 2, &key_id))
-		reply_redirect(r, "/login?failed=1", NULL);
-	else {
-		req_key_note_use(c, res);
-		start_session(r, c, strcmp(PQgetvalue(res, 0, 0), "admin") == 0,
-		              PQgetvalue(res, 0, 1), key_id);
-	}
-	PQclear(res);
-}
-
-/*
- * GET /login/{token}: a page with one button that posts the link back. Mail
- * and chat scanners open links to preview them (GET, HEAD); only the post
- * spends it, so a preview never uses a person's link up.
- */
-void h_login_link_page(struct req *r)
-{
-	const char *t = r->param[0];
-	if (strlen(t) != TOKEN_LEN || strspn(t, "0123456789abcdef") != TOKEN_LEN) {
-		reply_redirect(r, "/login?failed=1", NULL); /* no link of ours */
-		return;
-	}
-	struct page p = {0};
-	head(&p, "Log in");
-	put(&p, "<section style=\"max-width:420px;margin:60px auto\"><h1>meter</h1>"
-	        "<p class=\"muted\">This one-time link opens the dashboard once.</p>"
-	        "<form method=\"post\" action=\"/login/");
-	esc(&p, r->param[0]);
-	put(&p, "\"><button type=\"submit\">Open the dashboard</button></form></section>");
-	finish(r, &p, 200);
-}
-
-/* POST /login/{token}: spends the link and opens a session. */
-void h_login_link(struct req *r)
-{
-	char err[256], account[160];
-	bool found = false, admin = false;
-	if (!same_origin(r))
-		return;
-	PGconn *c = req_db(r);
-	if (c == NULL)
-		return;
-	if (!link_redeem(c, r->param[0], &found, &admin, account, sizeof account, err, sizeof err))
-		reply_db_error(r, err, NULL);
-	else if (!found)
-		reply_redirect(r, "/login?failed=1", NULL);
-	else
-		start_session(r, c, admin, account, 0);
-}
-
-void h_logout(struct req *r)
-{
-	char err[256], cookie[256];
-	if (!same_origin(r))
-		return;
-	PGconn *c = r->session[0] ? req_db(r) : NULL;
-	if (r->session[0] && c == NULL)
-		return;
-	if (c && !session_delete(c, r->session, err, sizeof err)) {
-		reply_db_error(r, err, NULL);
-		return;
-	}
-	session_cookie(r, "", 0, cookie, sizeof cookie);
-	reply_redirect(r, "/login", cookie);
-}
-
-/* ---- charts ---- */
 
 struct day {
 	int64_t start;
@@ -312,12 +47,13 @@ static void day_chart(struct page *p, const struct day *d, int ndays, bool money
 		max = v > max ? v : max;
 	}
 	double slot = (double)(w - 40) / ndays, bw = slot * 0.7;
-	put(p, "<svg viewBox=\"0 0 %d %d\" width=\"100%%\" role=\"img\">", w, h);
-	put(p, "<line x1=\"40\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#d8dee6\"/>", base, w, base);
+	page_put(p, "<svg viewBox=\"0 0 %d %d\" width=\"100%%\" role=\"img\">", w, h);
+	page_put(p, "<line x1=\"40\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#d8dee6\"/>", base, w,
+	         base);
 	for (int i = 0; i < ndays; i++) {
 		double x = 40 + i * slot + (slot - bw) / 2;
 		if ((i + 1) % 5 == 1)
-			put(p, "<text x=\"%.1f\" y=\"%d\">%d</text>", x, h - 4, i + 1);
+			page_put(p, "<text x=\"%.1f\" y=\"%d\">%d</text>", x, h - 4, i + 1);
 		if (!d[i].used || max <= 0)
 			continue;
 		double a = money_chart ? (double)d[i].cpu : (double)d[i].busy_us;
@@ -326,45 +62,46 @@ static void day_chart(struct page *p, const struct day *d, int ndays, bool money
 		char day[METER_TIME_BUF];
 		meter_time_format(d[i].start, day, sizeof day);
 		if (link) /* the day's sandboxes */
-			put(p, "<a href=\"%s&amp;day=%.10s\">", link, day);
-		put(p,
-		    "<g class=\"%s\" data-day=\"%.10s\"><title>%.10s: ", money_chart ? "day" : "bi",
-		    day, day);
+			page_put(p, "<a href=\"%s&amp;day=%.10s\">", link, day);
+		page_put(p, "<g class=\"%s\" data-day=\"%.10s\"><title>%.10s: ",
+		         money_chart ? "day" : "bi", day, day);
 		if (money_chart) {
-			money(p, d[i].cpu);
-			put(p, " CPU, ");
-			money(p, d[i].mem);
-			put(p, " memory");
+			page_money(p, d[i].cpu);
+			page_put(p, " CPU, ");
+			page_money(p, d[i].mem);
+			page_put(p, " memory");
 		} else {
-			put(p, "%.2f h busy, %.2f h idle", (double)d[i].busy_us / 3.6e9,
-			    (double)d[i].idle_us / 3.6e9);
+			page_put(p, "%.2f h busy, %.2f h idle", (double)d[i].busy_us / 3.6e9,
+			         (double)d[i].idle_us / 3.6e9);
 		}
-		put(p,
-		    "</title><rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-		    "height=\"%.1f\"/>"
-		    "<rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/></g>",
-		    money_chart ? "cpu" : "busy", x, base - ha, bw, ha,
-		    money_chart ? "mem" : "idle", x, base - ha - hb, bw, hb);
+		page_put(p,
+		         "</title><rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+		         "height=\"%.1f\"/>"
+		         "<rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+		         "height=\"%.1f\"/></g>",
+		         money_chart ? "cpu" : "busy", x, base - ha, bw, ha,
+		         money_chart ? "mem" : "idle", x, base - ha - hb, bw, hb);
 		if (link)
-			put(p, "</a>");
+			page_put(p, "</a>");
 	}
-	put(p,
-	    "</svg><div class=\"key muted\"><span class=\"%s\" style=\"background:%s\"></span>%s"
-	    "<span style=\"background:%s\"></span>%s</div>",
-	    money_chart ? "cpu" : "busy", money_chart ? "#3b82f6" : "#16a34a",
-	    money_chart ? "CPU" : "busy", money_chart ? "#a5b4fc" : "#cbd5e1",
-	    money_chart ? "memory" : "idle (at the CPU floor)");
+	page_put(p,
+	         "</svg><div class=\"key muted\"><span class=\"%s\" "
+	         "style=\"background:%s\"></span>%s"
+	         "<span style=\"background:%s\"></span>%s</div>",
+	         money_chart ? "cpu" : "busy", money_chart ? "#3b82f6" : "#16a34a",
+	         money_chart ? "CPU" : "busy", money_chart ? "#a5b4fc" : "#cbd5e1",
+	         money_chart ? "memory" : "idle (at the CPU floor)");
 }
 
 static void gauge(struct page *p, const char *label, int64_t part, int64_t whole, const char *text)
 {
 	int pct = whole > 0 ? (int)((double)part / (double)whole * 100) : 100;
 	pct = pct < 0 ? 0 : pct > 100 ? 100 : pct;
-	put(p,
-	    "<div class=\"card\"><h2>%s</h2><div class=\"big\">%s</div>"
-	    "<div class=\"gauge%s\"><div style=\"width:%d%%\"></div></div>"
-	    "<div class=\"muted\">%d%% used</div></div>",
-	    label, text, pct >= 80 ? " warn" : "", pct, pct);
+	page_put(p,
+	         "<div class=\"card\"><h2>%s</h2><div class=\"big\">%s</div>"
+	         "<div class=\"gauge%s\"><div style=\"width:%d%%\"></div></div>"
+	         "<div class=\"muted\">%d%% used</div></div>",
+	         label, text, pct >= 80 ? " warn" : "", pct, pct);
 }
 
 /* The account the request may see: its own, or the admin's ?account=ID. NULL when answered. */
@@ -408,32 +145,33 @@ static const char *which_account(struct req *r, struct page *p)
 		PQclear(res);
 		return NULL;
 	}
-	head(p, "Accounts");
-	put(p, "<h1>Accounts</h1><section><table><tr><th>Account</th><th>Name</th></tr>");
+	page_head(p, "Accounts");
+	page_put(p, "<h1>Accounts</h1><section><table><tr><th>Account</th><th>Name</th></tr>");
 	for (int i = 0; i < PQntuples(res); i++) {
-		put(p, "<tr><td><a href=\"/dashboard?account=");
-		esc(p, PQgetvalue(res, i, 0));
-		put(p, "\">");
-		esc(p, PQgetvalue(res, i, 0));
-		put(p, "</a></td><td>");
-		esc(p, PQgetvalue(res, i, 1));
-		put(p, "</td></tr>");
+		page_put(p, "<tr><td><a href=\"/dashboard?account=");
+		page_esc(p, PQgetvalue(res, i, 0));
+		page_put(p, "\">");
+		page_esc(p, PQgetvalue(res, i, 0));
+		page_put(p, "</a></td><td>");
+		page_esc(p, PQgetvalue(res, i, 1));
+		page_put(p, "</td></tr>");
 	}
-	put(p, "</table></section>");
+	page_put(p, "</table></section>");
 	PQclear(res);
-	finish(r, p, 200);
+	page_finish(r, p, 200);
 	return NULL;
 }
 
 static void top_bar(struct page *p, const char *title, const char *asof)
 {
-	put(p, "<header><h1>");
-	esc(p, title);
-	put(p,
-	    "</h1><div><span class=\"asof\">data as of <time id=\"asof\">%s</time></span> "
-	    "<form class=\"inline\" method=\"post\" action=\"/logout\"><button>Log out</button>"
-	    "</form></div></header>",
-	    asof);
+	page_put(p, "<header><h1>");
+	page_esc(p, title);
+	page_put(
+	        p,
+	        "</h1><div><span class=\"asof\">data as of <time id=\"asof\">%s</time></span> "
+	        "<form class=\"inline\" method=\"post\" action=\"/logout\"><button>Log out</button>"
+	        "</form></div></header>",
+	        asof);
 }
 
 /*
@@ -472,12 +210,12 @@ static void month_link(struct page *p, const struct req *r, const char *id, int6
 {
 	char name[16];
 	report_month(month, name, sizeof name);
-	put(p, "<a class=\"month\" href=\"/dashboard?month=%s", name);
+	page_put(p, "<a class=\"month\" href=\"/dashboard?month=%s", name);
 	if (r->admin) {
-		put(p, "&amp;account=");
-		esc(p, id);
+		page_put(p, "&amp;account=");
+		page_esc(p, id);
 	}
-	put(p, "\">%s</a>", label);
+	page_put(p, "\">%s</a>", label);
 }
 
 /* The full list's order: a column of sandbox_month_cost (or of a day's sums) and its heading. */
@@ -576,30 +314,30 @@ static bool sandbox_list(struct req *r, struct page *p, PGconn *c, const char *i
 	int n = PQntuples(res);
 	if (day)
 		meter_time_format(day, dayname, sizeof dayname);
-	put(p, "<section id=\"all\"><h2>Sandboxes of %.10s</h2><table><tr><th>Sandbox</th>",
-	    day ? dayname : month_name);
+	page_put(p, "<section id=\"all\"><h2>Sandboxes of %.10s</h2><table><tr><th>Sandbox</th>",
+	         day ? dayname : month_name);
 	for (size_t k = 1; k < NSORTS; k++) {
-		put(p, "<th class=\"num\">");
+		page_put(p, "<th class=\"num\">");
 		if (k == sort) {
-			put(p, "%s &darr;", sorts[k].heading);
+			page_put(p, "%s &darr;", sorts[k].heading);
 		} else {
-			put(p, "<a href=\"%s&amp;sort=%s", link, sorts[k].name);
+			page_put(p, "<a href=\"%s&amp;sort=%s", link, sorts[k].name);
 			if (day)
-				put(p, "&amp;day=%.10s", dayname);
-			put(p, "#all\">%s</a>", sorts[k].heading);
+				page_put(p, "&amp;day=%.10s", dayname);
+			page_put(p, "#all\">%s</a>", sorts[k].heading);
 		}
-		put(p, "</th>");
+		page_put(p, "</th>");
 	}
-	put(p, "<th class=\"num\">");
+	page_put(p, "<th class=\"num\">");
 	if (sort == 0) {
-		put(p, "Cost &darr;");
+		page_put(p, "Cost &darr;");
 	} else {
-		put(p, "<a href=\"%s&amp;sort=cost", link);
+		page_put(p, "<a href=\"%s&amp;sort=cost", link);
 		if (day)
-			put(p, "&amp;day=%.10s", dayname);
-		put(p, "#all\">Cost</a>");
+			page_put(p, "&amp;day=%.10s", dayname);
+		page_put(p, "#all\">Cost</a>");
 	}
-	put(p, "</th></tr>");
+	page_put(p, "</th></tr>");
 	for (int i = 0; i < n && i < LIST_PAGE; i++) {
 		int64_t cost = 0, used = 0, billed = 0, wall = 0;
 		if (meter_decimal_parse(PQgetvalue(res, i, 1), 0, false, &cost) != METER_OK ||
@@ -607,31 +345,31 @@ static bool sandbox_list(struct req *r, struct page *p, PGconn *c, const char *i
 		    meter_decimal_parse(PQgetvalue(res, i, 3), 0, false, &billed) != METER_OK ||
 		    meter_decimal_parse(PQgetvalue(res, i, 4), 0, false, &wall) != METER_OK)
 			continue;
-		put(p, "<tr class=\"listed\"><td><a href=\"/dashboard/sandboxes/");
-		esc(p, PQgetvalue(res, i, 0));
-		put(p, "\">");
-		esc(p, PQgetvalue(res, i, 0));
-		put(p,
-		    "</a></td><td class=\"num\">%.1f s</td><td class=\"num\">%.1f s</td>"
-		    "<td class=\"num\">%.2f h</td><td class=\"num\">",
-		    (double)used / 1e6, (double)billed / 1e6, (double)wall / 3.6e9);
-		money(p, cost);
-		put(p, "</td></tr>");
+		page_put(p, "<tr class=\"listed\"><td><a href=\"/dashboard/sandboxes/");
+		page_esc(p, PQgetvalue(res, i, 0));
+		page_put(p, "\">");
+		page_esc(p, PQgetvalue(res, i, 0));
+		page_put(p,
+		         "</a></td><td class=\"num\">%.1f s</td><td class=\"num\">%.1f s</td>"
+		         "<td class=\"num\">%.2f h</td><td class=\"num\">",
+		         (double)used / 1e6, (double)billed / 1e6, (double)wall / 3.6e9);
+		page_money(p, cost);
+		page_put(p, "</td></tr>");
 	}
 	if (n == 0)
-		put(p, "<tr><td colspan=\"5\" class=\"muted\">no usage</td></tr>");
-	put(p, "</table><nav class=\"pages\">");
+		page_put(p, "<tr><td colspan=\"5\" class=\"muted\">no usage</td></tr>");
+	page_put(p, "</table><nav class=\"pages\">");
 	for (int k = 0; k < 2; k++) {
 		bool there = k == 0 ? page > 1 : n > LIST_PAGE;
 		if (!there)
 			continue;
-		put(p, "<a href=\"%s&amp;sort=%s&amp;page=%lld", link, sorts[sort].name,
-		    (long long)(k == 0 ? page - 1 : page + 1));
+		page_put(p, "<a href=\"%s&amp;sort=%s&amp;page=%lld", link, sorts[sort].name,
+		         (long long)(k == 0 ? page - 1 : page + 1));
 		if (day)
-			put(p, "&amp;day=%.10s", dayname);
-		put(p, "#all\">%s</a> ", k == 0 ? "&larr; earlier page" : "next page &rarr;");
+			page_put(p, "&amp;day=%.10s", dayname);
+		page_put(p, "#all\">%s</a> ", k == 0 ? "&larr; earlier page" : "next page &rarr;");
 	}
-	put(p, "</nav></section>");
+	page_put(p, "</nav></section>");
 	PQclear(res);
 	return true;
 }
@@ -643,9 +381,9 @@ static void plan_text(struct page *p, const struct meter_plan *pl)
 	meter_money_format_exact(pl->cpu_vcpu_hour, cpu, sizeof cpu);
 	meter_money_format_exact(pl->memory_gib_hour, mem, sizeof mem);
 	meter_time_format(pl->effective_from_us, when, sizeof when);
-	put(p, "<strong>");
-	esc(p, pl->name);
-	put(p, "</strong> ($%s a vCPU-hour, $%s a GiB-hour, from %.10s)", cpu, mem, when);
+	page_put(p, "<strong>");
+	page_esc(p, pl->name);
+	page_put(p, "</strong> ($%s a vCPU-hour, $%s a GiB-hour, from %.10s)", cpu, mem, when);
 }
 
 /* The prices in force now and the plan scheduled next, if any. */
@@ -655,13 +393,13 @@ static void prices(struct page *p, const struct meter_plan *plans, size_t n, int
 	                        *next = meter_plan_next(plans, n, now);
 	if (in == NULL)
 		return;
-	put(p, "<p class=\"muted\" id=\"prices\">Prices: ");
+	page_put(p, "<p class=\"muted\" id=\"prices\">Prices: ");
 	plan_text(p, in);
 	if (next) {
-		put(p, "; next: ");
+		page_put(p, "; next: ");
 		plan_text(p, next);
 	}
-	put(p, "</p>");
+	page_put(p, "</p>");
 }
 
 void h_dashboard(struct req *r)
@@ -674,20 +412,21 @@ void h_dashboard(struct req *r)
 	size_t sort;
 	if (!which_month(r, now, &month) || !which_list(r, month, &sort, &page, &day))
 		return;
-	PGconn *c = req_read_db(r);
-	struct meter_plan *plans = NULL;
-	size_t nplans = 0;
+	struct req_open op;
+	if (!req_open(r, id, NULL, 0, NULL, REQ_OPEN_STATE | REQ_OPEN_AS_OF | REQ_OPEN_PLANS, &op))
+		return;
+	PGconn *c = op.c;
+	const struct meter_plan *plans = op.plans;
+	size_t nplans = op.nplans;
+	const struct account_state *st = &op.state;
 	PGresult *daily = NULL, *usage = NULL;
 	struct invoice_doc doc = {0};
 	cJSON *inv = NULL;
-	char err[256], asof[METER_TIME_BUF], fs[24], ts[24], month_name[16], mdate[16];
+	char err[256], fs[24], ts[24], month_name[16], mdate[16];
 	int64_t next = meter_month_next(month);
 	bool current = month == meter_month_start(now);
-	struct account_state st;
 	struct forecast fc = {0};
-	if (c == NULL || !account_state_load(r, c, id, false, &st) ||
-	    !data_as_of(r, c, id, asof, sizeof asof) || !load_plans(r, c, &plans, &nplans) ||
-	    (current && !forecast_compute(r, c, id, month, now, false, plans, nplans, &fc)))
+	if (current && !forecast_compute(r, c, id, month, now, false, plans, nplans, &fc))
 		goto out;
 	/* Month to date: the total of this month's invoice draft, exactly. */
 	if (!invoice_get(c, id, month, now, server_invoice_grace(r->srv), plans, nplans, &doc, err,
@@ -744,50 +483,52 @@ void h_dashboard(struct req *r)
 	snprintf(title, sizeof title, "%s", PQntuples(acc) == 1 ? PQgetvalue(acc, 0, 1) : id);
 	PQclear(acc);
 
-	head(&p, title);
-	top_bar(&p, title, asof);
-	put(&p, "<p class=\"muted\">account <code>");
-	esc(&p, id);
-	put(&p, "</code> &middot; %s plan &middot; %s</p><nav class=\"months\">", st.a.plan,
-	    month_name);
+	page_head(&p, title);
+	top_bar(&p, title, op.asof);
+	page_put(&p, "<p class=\"muted\">account <code>");
+	page_esc(&p, id);
+	page_put(&p, "</code> &middot; %s plan &middot; %s</p><nav class=\"months\">", st->a.plan,
+	         month_name);
 	month_link(&p, r, id, meter_month_start(month - 1), "&larr; previous month");
 	if (!current) {
-		put(&p, " &middot; ");
+		page_put(&p, " &middot; ");
 		month_link(&p, r, id, next, "next month &rarr;");
 	}
-	put(&p, "</nav>");
+	page_put(&p, "</nav>");
 	prices(&p, plans, nplans, now);
 	const cJSON *status = cJSON_GetObjectItem(inv, "status");
-	put(&p,
-	    "<div class=\"cards\"><div class=\"card\"><h2>%s</h2>"
-	    "<div class=\"big\" id=\"mtd\" title=\"exact %s\">$%s</div>"
-	    "<div class=\"muted\">the %s invoice of %s</div></div>",
-	    current ? "Month to date" : "Month", exact->valuestring, total->valuestring,
-	    cJSON_IsString(status) ? status->valuestring : "draft", month_name);
+	page_put(&p,
+	         "<div class=\"cards\"><div class=\"card\"><h2>%s</h2>"
+	         "<div class=\"big\" id=\"mtd\" title=\"exact %s\">$%s</div>"
+	         "<div class=\"muted\">the %s invoice of %s</div></div>",
+	         current ? "Month to date" : "Month", exact->valuestring, total->valuestring,
+	         cJSON_IsString(status) ? status->valuestring : "draft", month_name);
 	if (current) {
-		put(&p, "<div class=\"card\"><h2>Forecast for the month</h2><div class=\"big\" "
-		        "id=\"forecast\">");
-		money(&p, fc.projected);
-		put(&p, "</div><div class=\"muted\">between ");
-		money(&p, fc.low);
-		put(&p, " and ");
-		money(&p, fc.high);
-		put(&p, " at the last 7 days' pace</div></div>");
+		page_put(&p,
+		         "<div class=\"card\"><h2>Forecast for the month</h2><div class=\"big\" "
+		         "id=\"forecast\">");
+		page_money(&p, fc.projected);
+		page_put(&p, "</div><div class=\"muted\">between ");
+		page_money(&p, fc.low);
+		page_put(&p, " and ");
+		page_money(&p, fc.high);
+		page_put(&p, " at the last 7 days' pace</div></div>");
 	}
 	char text[128];
-	if (st.a.has_cap) {
+	if (st->a.has_cap) {
 		char a[METER_MONEY_BUF], b[METER_MONEY_BUF];
-		meter_money_format_cents(st.month_cost, a, sizeof a);
-		meter_money_format_cents(st.a.cap, b, sizeof b);
+		meter_money_format_cents(st->month_cost, a, sizeof a);
+		meter_money_format_cents(st->a.cap, b, sizeof b);
 		snprintf(text, sizeof text, "$%s of $%s", a, b);
-		gauge(&p, "Monthly spend cap", st.month_cost, st.a.cap, text);
+		gauge(&p, "Monthly spend cap", st->month_cost, st->a.cap, text);
 	} else {
-		int64_t used = st.trial_used_us < st.a.grant_us ? st.trial_used_us : st.a.grant_us;
+		int64_t used =
+		        st->trial_used_us < st->a.grant_us ? st->trial_used_us : st->a.grant_us;
 		snprintf(text, sizeof text, "%.2f of %.0f h", (double)used / 3.6e9,
-		         (double)st.a.grant_us / 3.6e9);
-		gauge(&p, "Free trial (sandbox-hours)", st.trial_used_us, st.a.grant_us, text);
+		         (double)st->a.grant_us / 3.6e9);
+		gauge(&p, "Free trial (sandbox-hours)", st->trial_used_us, st->a.grant_us, text);
 	}
-	put(&p, "</div><section><h2>Daily cost, %s</h2>", month_name);
+	page_put(&p, "</div><section><h2>Daily cost, %s</h2>", month_name);
 	char link[400];
 	snprintf(link, sizeof link, "/dashboard?month=%s", month_name);
 	if (r->admin) { /* ids are letters, digits and ._:- only: nothing to escape */
@@ -795,9 +536,9 @@ void h_dashboard(struct req *r)
 		snprintf(link + used, sizeof link - used, "&amp;account=%s", id);
 	}
 	day_chart(&p, days, ndays, true, link);
-	put(&p, "</section><section><h2>Busy and idle sandbox-hours</h2>");
+	page_put(&p, "</section><section><h2>Busy and idle sandbox-hours</h2>");
 	day_chart(&p, days, ndays, false, NULL);
-	put(&p, "</section>");
+	page_put(&p, "</section>");
 
 	/* the sandboxes that cost most this month */
 	struct sb {
@@ -816,50 +557,51 @@ void h_dashboard(struct req *r)
 		    meter_decimal_parse(PQgetvalue(usage, i, 3), 0, false, &x->billed) == METER_OK)
 			n++;
 	}
-	put(&p, "<section><h2>Sandboxes that cost most</h2><table><tr><th>Sandbox</th>"
-	        "<th class=\"num\">CPU used</th><th class=\"num\">CPU billed</th>"
-	        "<th class=\"num\">Cost</th></tr>");
+	page_put(&p, "<section><h2>Sandboxes that cost most</h2><table><tr><th>Sandbox</th>"
+	             "<th class=\"num\">CPU used</th><th class=\"num\">CPU billed</th>"
+	             "<th class=\"num\">Cost</th></tr>");
 	for (int i = 0; i < n && i < 10; i++) {
-		put(&p, "<tr class=\"sandbox\"><td><a href=\"/dashboard/sandboxes/");
-		esc(&p, sbs[i].id);
-		put(&p, "\">");
-		esc(&p, sbs[i].id);
-		put(&p,
-		    "</a></td><td class=\"num\">%.1f s</td><td class=\"num\">%.1f s</td>"
-		    "<td class=\"num\">",
-		    (double)sbs[i].measured / 1e6, (double)sbs[i].billed / 1e6);
-		money(&p, sbs[i].cost);
-		put(&p, "</td></tr>");
+		page_put(&p, "<tr class=\"sandbox\"><td><a href=\"/dashboard/sandboxes/");
+		page_esc(&p, sbs[i].id);
+		page_put(&p, "\">");
+		page_esc(&p, sbs[i].id);
+		page_put(&p,
+		         "</a></td><td class=\"num\">%.1f s</td><td class=\"num\">%.1f s</td>"
+		         "<td class=\"num\">",
+		         (double)sbs[i].measured / 1e6, (double)sbs[i].billed / 1e6);
+		page_money(&p, sbs[i].cost);
+		page_put(&p, "</td></tr>");
 	}
 	if (n == 0)
-		put(&p, "<tr><td colspan=\"4\" class=\"muted\">no usage in %s</td></tr>",
-		    month_name);
-	put(&p, "</table></section>");
+		page_put(&p, "<tr><td colspan=\"4\" class=\"muted\">no usage in %s</td></tr>",
+		         month_name);
+	page_put(&p, "</table></section>");
 	if (!sandbox_list(r, &p, c, id, mdate, month_name, link, sort, page, day))
 		goto out;
-	put(&p, "<section><h2>Exports of %s</h2><p>", month_name);
+	page_put(&p, "<section><h2>Exports of %s</h2><p>", month_name);
 	const char *kinds[][2] = {{"focus", "FOCUS CSV (for FinOps tools)"},
 	                          {"usage", "usage per sandbox (CSV)"}};
 	for (int k = 0; k < 2; k++) {
-		put(&p, "<a class=\"export\" href=\"/dashboard/exports/%s?format=%s", month_name,
-		    kinds[k][0]);
+		page_put(&p, "<a class=\"export\" href=\"/dashboard/exports/%s?format=%s",
+		         month_name, kinds[k][0]);
 		if (r->admin) {
-			put(&p, "&amp;account=");
-			esc(&p, id);
+			page_put(&p, "&amp;account=");
+			page_esc(&p, id);
 		}
-		put(&p, "\">%s</a>%s", kinds[k][1], k == 0 ? " &middot; " : "");
+		page_put(&p, "\">%s</a>%s", kinds[k][1], k == 0 ? " &middot; " : "");
 	}
-	put(&p, "</p></section>");
-	put(&p, "<p class=\"muted\">Amounts: cents rounded half up, the exact "
-	        "amount on hover. Daily figures are at list prices; the trial's credit is in the "
-	        "month's total.</p>");
-	finish(r, &p, 200);
+	page_put(&p, "</p></section>");
+	page_put(&p,
+	         "<p class=\"muted\">Amounts: cents rounded half up, the exact "
+	         "amount on hover. Daily figures are at list prices; the trial's credit is in the "
+	         "month's total.</p>");
+	page_finish(r, &p, 200);
 out:
 	cJSON_Delete(inv);
 	invoice_doc_free(&doc);
 	PQclear(daily);
 	PQclear(usage);
-	free(plans);
+	req_open_done(&op);
 	free(p.buf); /* a page begun, then an error answered instead */
 }
 
@@ -892,22 +634,23 @@ void h_dashboard_sandbox(struct req *r)
 	}
 	int64_t vcpu_milli = 0;
 	meter_decimal_parse(PQgetvalue(sb, 0, 2), 3, false, &vcpu_milli);
-	head(&p, id);
+	page_head(&p, id);
 	top_bar(&p, id, asof);
-	put(&p, "<p class=\"muted\"><a href=\"/dashboard%s", r->admin ? "?account=" : "");
+	page_put(&p, "<p class=\"muted\"><a href=\"/dashboard%s", r->admin ? "?account=" : "");
 	if (r->admin)
-		esc(&p, account);
-	put(&p, "\">&larr; account</a> &middot; %s vCPU, %s GiB</p>", PQgetvalue(sb, 0, 2),
-	    PQgetvalue(sb, 0, 3));
+		page_esc(&p, account);
+	page_put(&p, "\">&larr; account</a> &middot; %s vCPU, %s GiB</p>", PQgetvalue(sb, 0, 2),
+	         PQgetvalue(sb, 0, 3));
 	/* CPU over the month, hour by hour: measured vCPUs on average in each hour */
 	const int w = 940, h = 170, base = 150;
 	int nh = (int)((next - month) / METER_US_PER_HOUR);
 	meter_money cost = 0;
-	put(&p,
-	    "<section><h2>CPU, hour by hour (average vCPUs in use)</h2><svg viewBox=\"0 0 %d %d\" "
-	    "width=\"100%%\" role=\"img\"><line x1=\"0\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
-	    "stroke=\"#d8dee6\"/>",
-	    w, h, base, w, base);
+	page_put(&p,
+	         "<section><h2>CPU, hour by hour (average vCPUs in use)</h2><svg viewBox=\"0 0 %d "
+	         "%d\" "
+	         "width=\"100%%\" role=\"img\"><line x1=\"0\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
+	         "stroke=\"#d8dee6\"/>",
+	         w, h, base, w, base);
 	double maxv = vcpu_milli > 0 ? (double)vcpu_milli / 1000.0 : 1;
 	for (int i = 0; i < PQntuples(hours); i++) {
 		int64_t hour, plan;
@@ -926,15 +669,17 @@ void h_dashboard_sandbox(struct req *r)
 		bh = bh > base - 10 ? base - 10 : bh;
 		int k = (int)((hour - month) / METER_US_PER_HOUR);
 		double x = (double)w / nh * k;
-		put(&p,
-		    "<rect class=\"cpu hour\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\">"
-		    "<title>%.3f vCPU</title></rect>",
-		    x, base - bh, (double)w / nh * 0.9 + 0.3, bh, vcpus);
+		page_put(&p,
+		         "<rect class=\"cpu hour\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
+		         "height=\"%.1f\">"
+		         "<title>%.3f vCPU</title></rect>",
+		         x, base - bh, (double)w / nh * 0.9 + 0.3, bh, vcpus);
 	}
-	put(&p, "</svg></section><div class=\"cards\"><div class=\"card\"><h2>Cost this month</h2>"
-	        "<div class=\"big\" id=\"cost\">");
-	money(&p, cost);
-	put(&p, "</div></div>");
+	page_put(&p,
+	         "</svg></section><div class=\"cards\"><div class=\"card\"><h2>Cost this month</h2>"
+	         "<div class=\"big\" id=\"cost\">");
+	page_money(&p, cost);
+	page_put(&p, "</div></div>");
 	char text[96];
 	int64_t pk = 0, lim = 0;
 	bool has_pk = !PQgetisnull(peak, 0, 0) && col_int(peak, 0, 0, &pk);
@@ -944,13 +689,13 @@ void h_dashboard_sandbox(struct req *r)
 		         (double)lim / 1048576);
 		gauge(&p, "Peak memory against the limit", pk, lim, text);
 	} else {
-		put(&p,
-		    "<div class=\"card\"><h2>Peak memory</h2><div class=\"big\">%s</div>"
-		    "<div class=\"muted\">the cgroup reports no %s</div></div>",
-		    has_pk ? "" : "unknown", has_pk ? "limit" : "peak");
+		page_put(&p,
+		         "<div class=\"card\"><h2>Peak memory</h2><div class=\"big\">%s</div>"
+		         "<div class=\"muted\">the cgroup reports no %s</div></div>",
+		         has_pk ? "" : "unknown", has_pk ? "limit" : "peak");
 	}
-	put(&p, "</div>");
-	finish(r, &p, 200);
+	page_put(&p, "</div>");
+	page_finish(r, &p, 200);
 out:
 	free(plans);
 	PQclear(sb);

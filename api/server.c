@@ -1,4 +1,4 @@
-#include "api/http.h"
+#include "api/server.h"
 
 #include <microhttpd.h>
 #include <pthread.h>
@@ -13,13 +13,14 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "api/auth.h"
 #include "api/metrics.h"
-#include "api/queries.h"
+#include "api/pool.h"
 #include "api/replica.h"
+#include "api/reply.h"
+#include "api/request.h"
 #include "api/routes.h"
 #include "common/ids.h"
-#include "common/keys.h"
-#include "common/sessions.h"
 #include "common/log.h"
 
 /*
@@ -86,285 +87,6 @@ bool server_secure_cookies(struct server *s)
 	return s->cfg.secure_cookies;
 }
 
-/*
- * Headers on every answer. The pages are plain HTML and CSS with inline SVG:
- * no script, no frame, nothing from elsewhere; forms post to meter only. No
- * referrer leaves for another site (a login link's path is a secret); within
- * meter it stays, for browsers then name the origin of a form they post (with
- * no-referrer they send "null", which the login forms refuse). No type is
- * guessed.
- */
-#define PAGE_CSP                                                                                   \
-	"default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action "        \
-	"'self'; "                                                                                 \
-	"frame-ancestors 'none'; base-uri 'none'"
-
-/* Gives the request its answer: queued now, or kept until a slow lane's request resumes. */
-static void answer(struct req *r, unsigned status, struct MHD_Response *resp)
-{
-	MHD_add_response_header(resp, "Content-Security-Policy", PAGE_CSP);
-	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-	MHD_add_response_header(resp, "X-Frame-Options", "DENY");
-	MHD_add_response_header(resp, "Referrer-Policy", "same-origin");
-	if (r->in_lane) {
-		r->pending = resp;
-		r->pending_status = status;
-	} else {
-		MHD_queue_response(r->mhd_conn, status, resp);
-		MHD_destroy_response(resp);
-	}
-	r->status = status;
-	r->answered = true;
-}
-
-static void queue(struct req *r, unsigned status, const char *type, const char *body, size_t len)
-{
-	if (r->answered)
-		return;
-	struct MHD_Response *resp =
-	        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
-	if (resp == NULL)
-		return;
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-	if (status == 401)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-	answer(r, status, resp);
-}
-
-/* A streamed answer's reader (reply_stream). */
-struct stream {
-	reply_reader read;
-	void (*done)(void *cls);
-	void *cls;
-};
-
-static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
-{
-	(void)pos;
-	struct stream *st = cls;
-	ssize_t n = st->read(st->cls, buf, max);
-	return n > 0    ? n
-	       : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM
-	                : MHD_CONTENT_READER_END_WITH_ERROR;
-}
-
-static void stream_free(void *cls)
-{
-	struct stream *st = cls;
-	if (st->done)
-		st->done(st->cls);
-	free(st);
-}
-
-void reply_stream(struct req *r, unsigned status, const char *content_type, reply_reader read,
-                  void *cls, void (*done)(void *cls))
-{
-	struct stream *st = r->answered ? NULL : malloc(sizeof *st);
-	struct MHD_Response *resp = NULL;
-	if (st != NULL) {
-		*st = (struct stream){.read = read, .done = done, .cls = cls};
-		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read,
-		                                         st, stream_free);
-	}
-	if (resp == NULL) {
-		if (st == NULL && done)
-			done(cls);
-		else if (st != NULL)
-			stream_free(st);
-		if (!r->answered)
-			reply_problemf(r, 500, "internal", "Internal error", "out of memory");
-		return;
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-	answer(r, status, resp);
-	r->streaming = true;
-}
-
-void reply_text(struct req *r, unsigned status, const char *content_type, const char *text,
-                size_t len)
-{
-	queue(r, status, content_type, text, len);
-}
-
-void reply_json(struct req *r, unsigned status, cJSON *body)
-{
-	char *s = body ? cJSON_PrintUnformatted(body) : NULL;
-	cJSON_Delete(body);
-	if (s == NULL) {
-		reply_problemf(r, 500, "internal", "Internal error", "could not render the answer");
-		return;
-	}
-	queue(r, status, "application/json", s, strlen(s));
-	cJSON_free(s);
-}
-
-void reply_problem(struct req *r, const struct problem *p)
-{
-	cJSON *o = cJSON_CreateObject();
-	char type[96];
-	snprintf(type, sizeof type, "urn:meter:problem:%s", p->type);
-	if (o && cJSON_AddStringToObject(o, "type", type) &&
-	    cJSON_AddStringToObject(o, "title", p->title) &&
-	    cJSON_AddNumberToObject(o, "status", p->status) &&
-	    cJSON_AddStringToObject(o, "detail", p->detail) &&
-	    cJSON_AddStringToObject(o, "instance", r->path)) {
-		char *s = cJSON_PrintUnformatted(o);
-		if (s) {
-			queue(r, p->status, "application/problem+json", s, strlen(s));
-			cJSON_free(s);
-		}
-	}
-	cJSON_Delete(o);
-	if (p->status >= 500)
-		log_warn("%s %s: %u %s", r->method, r->path, p->status, p->detail);
-}
-
-void reply_redirect(struct req *r, const char *location, const char *set_cookie)
-{
-	if (r->answered)
-		return;
-	static const char body[] = "see other";
-	struct MHD_Response *resp = MHD_create_response_from_buffer(sizeof body - 1, (void *)body,
-	                                                            MHD_RESPMEM_PERSISTENT);
-	if (resp == NULL)
-		return;
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, location);
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-	if (set_cookie)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_SET_COOKIE, set_cookie);
-	answer(r, 303, resp);
-}
-
-void reply_problemf(struct req *r, unsigned status, const char *type, const char *title,
-                    const char *fmt, ...)
-{
-	struct problem p = {.status = status, .type = type, .title = title};
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(p.detail, sizeof p.detail, fmt, ap);
-	va_end(ap);
-	reply_problem(r, &p);
-}
-
-/* Each statement of the request's route runs at most this long (route.h). */
-static unsigned req_timeout_ms(const struct req *r)
-{
-	return r->route && r->route->timeout_ms ? r->route->timeout_ms : ROUTE_TIMEOUT_MS;
-}
-
-/*
- * What a client is told of a database failure: the caller's own words, up to
- * the first ": " (after which an error from common/db.c carries the server's
- * text), never SQL nor the server's message. The log has them whole.
- */
-static void client_words(const char *what, char *out, size_t len)
-{
-	const char *cut = strstr(what, ": ");
-	snprintf(out, len, "%.*s", cut ? (int)(cut - what) : (int)strlen(what), what);
-}
-
-void reply_db_error(struct req *r, const char *what, const PGresult *res)
-{
-	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-	const char *code = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-	char words[256];
-	client_words(what, words, sizeof words);
-	if (code && (strncmp(code, "22", 2) == 0 || strncmp(code, "23", 2) == 0)) {
-		/* The database refused a value (data exception, constraint): the request's fault.
-		 */
-		log_info("%s %s: %s: %s (SQLSTATE %s)", r->method, r->path, what,
-		         msg ? msg : "a value was refused", code);
-		reply_problemf(r, 422, "invalid-value", "Invalid value", "%s: %s", words,
-		               code[1] == '2' ? "a value is malformed or out of range"
-		                              : "a value conflicts with what is stored");
-		return;
-	}
-	if (code && strcmp(code, "57014") == 0) {
-		/* statement_timeout: the route's bound (api/routes.c) */
-		log_warn("%s %s: %s: a statement ran past %u ms and was cancelled", r->method,
-		         r->path, what, req_timeout_ms(r));
-		reply_problemf(r, 503, "timeout", "Timed out",
-		               "%s: it took longer than this request may (%u ms); try again later "
-		               "or ask for less",
-		               words, req_timeout_ms(r));
-		return;
-	}
-	if (code && strcmp(code, "55P03") == 0) {
-		/* lock_timeout: another request holds what this one needs */
-		log_warn("%s %s: %s: a lock was not granted in time", r->method, r->path, what);
-		reply_problemf(r, 503, "busy", "Busy",
-		               "%s: another request holds what this one needs; try again shortly",
-		               words);
-		return;
-	}
-	pool_count_error(r->srv->pool);
-	log_warn("%s %s: %s: %s", r->method, r->path, what,
-	         msg                                           ? msg
-	         : r->rdb && PQstatus(r->rdb) != CONNECTION_OK ? PQerrorMessage(r->rdb)
-	         : r->db                                       ? PQerrorMessage(r->db)
-	                                                       : "no connection");
-	reply_problemf(r, 503, "database-unavailable", "Database unavailable",
-	               "%s: the database did not answer; try again shortly", words);
-}
-
-PGconn *req_db(struct req *r)
-{
-	char err[512];
-	if (r->db)
-		return r->db;
-	r->db = pool_take(r->srv->pool, 2000, err, sizeof err);
-	if (r->db && !pool_set_timeout(r->srv->pool, r->db, req_timeout_ms(r), err, sizeof err)) {
-		pool_give(r->srv->pool, r->db);
-		r->db = NULL;
-	}
-	if (r->db == NULL) {
-		log_warn("%s %s: %s", r->method, r->path, err);
-		reply_problemf(r, 503, "database-unavailable", "Database unavailable",
-		               "the database cannot be reached; try again shortly");
-	}
-	return r->db;
-}
-
-PGconn *req_read_db(struct req *r)
-{
-	char err[512];
-	if (r->rdb == NULL && r->srv->replica) {
-		r->rdb = replica_take(r->srv->replica);
-		if (r->rdb && !replica_set_timeout(r->srv->replica, r->rdb, req_timeout_ms(r), err,
-		                                   sizeof err)) {
-			log_warn("%s %s: replica: %s", r->method, r->path, err);
-			replica_give(r->srv->replica, r->rdb);
-			r->rdb = NULL;
-		}
-	}
-	return r->rdb ? r->rdb : req_db(r);
-}
-
-/* Gives the request's connections back. */
-static void req_release(struct server *s, struct req *r)
-{
-	if (r->db) {
-		pool_give(s->pool, r->db);
-		r->db = NULL;
-	}
-	if (r->rdb) {
-		replica_give(s->replica, r->rdb);
-		r->rdb = NULL;
-	}
-}
-
-bool req_may_see(struct req *r, const char *account_id)
-{
-	if (r->admin || strcmp(r->account, account_id) == 0)
-		return true;
-	/* 404, not 403: a key never learns whether another account exists. */
-	reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found", account_id);
-	return false;
-}
-
 static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *key,
                               const char *value)
 {
@@ -380,134 +102,6 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
 	return MHD_YES;
 }
 
-/* A page's request with no key: the session cookie, or off to the login form. */
-static bool authenticate_session(struct req *r)
-{
-	char err[256];
-	bool found = false;
-	PGconn *c = r->session[0] ? req_db(r) : NULL;
-	if (r->session[0] && c == NULL)
-		return false;
-	if (c && !session_lookup(c, r->session, &found, &r->admin, r->account, sizeof r->account,
-	                         err, sizeof err)) {
-		reply_db_error(r, err, NULL);
-		return false;
-	}
-	if (!found)
-		reply_redirect(r, "/login", NULL);
-	return found;
-}
-
-/*
- * Looks a key up (Q_AUTH): 1 when it is live (r->admin and r->account set),
- * 0 when unknown or revoked, -1 when the database failed (*failed holds the
- * result, for the caller's answer).
- */
-static int key_found(struct req *r, PGconn *c, PGresult *res, PGresult **failed)
-{
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		*failed = res;
-		return -1;
-	}
-	int found = PQntuples(res) == 1;
-	if (found) {
-		r->admin = strcmp(PQgetvalue(res, 0, 0), "admin") == 0;
-		snprintf(r->account, sizeof r->account, "%s", PQgetvalue(res, 0, 1));
-		req_key_note_use(c, res);
-	}
-	PQclear(res);
-	return found;
-}
-
-void req_key_note_use(PGconn *c, const PGresult *res)
-{
-	if (PQntuples(res) != 1 || PQnfields(res) < 4 || strcmp(PQgetvalue(res, 0, 3), "t") != 0 ||
-	    PQtransactionStatus(c) != PQTRANS_IDLE)
-		return;
-	const char *params[] = {PQgetvalue(res, 0, 2)};
-	PGresult *u = q_exec(c, Q_KEY_USED, 1, params);
-	if (PQresultStatus(u) != PGRES_COMMAND_OK)
-		log_debug("could not note the use of key %s: %s", params[0], PQerrorMessage(c));
-	PQclear(u);
-}
-
-static int key_lookup(struct req *r, PGconn *c, const char *key, PGresult **failed)
-{
-	const char *params[] = {key};
-	return key_found(r, c, q_exec(c, Q_AUTH, 1, params), failed);
-}
-
-/* 1 when the lookup found a live key; otherwise answers (401, or the database's error). */
-static bool key_answer(struct req *r, int found, PGresult *failed)
-{
-	if (found < 0)
-		reply_db_error(r, "could not check the API key", failed);
-	else if (found == 0)
-		reply_problemf(r, 401, "unauthorized", "Unauthorized",
-		               "the API key is not valid (unknown or revoked)");
-	PQclear(failed);
-	return found == 1;
-}
-
-const char *req_key(struct req *r)
-{
-	return r->key;
-}
-
-bool req_key_checked(struct req *r, PGconn *c, PGresult *res)
-{
-	PGresult *failed = NULL;
-	int found = key_found(r, c, res, &failed);
-	return key_answer(r, found, failed);
-}
-
-bool req_authenticate(struct req *r)
-{
-	PGconn *c = req_db(r);
-	if (c == NULL)
-		return false;
-	PGresult *failed = NULL;
-	int found = key_lookup(r, c, r->key, &failed);
-	return key_answer(r, found, failed);
-}
-
-static bool authenticate(struct req *r)
-{
-	const char *h = r->auth_header;
-	if (h[0] == '\0' && r->route->page)
-		return authenticate_session(r);
-	if (h[0] == '\0') {
-		reply_problemf(r, 401, "unauthorized", "Unauthorized",
-		               "this request needs an API key: Authorization: Bearer KEY");
-		return false;
-	}
-	if (!in_bearer_key(h, r->key, sizeof r->key)) {
-		reply_problemf(r, 401, "unauthorized", "Unauthorized",
-		               "the Authorization header must be \"Bearer \" and an API key");
-		return false;
-	}
-	/* The handler looks the key up with its own statement (req_key_checked). */
-	if (r->route->auth == AUTH_ANY_IN_HANDLER)
-		return true;
-	/* Every request asks the database (no cache): a revoked key is refused at once by
-	 * every meter-api process. */
-	return req_authenticate(r);
-}
-
-bool req_is_admin(struct req *r)
-{
-	char key[KEY_LEN + 1];
-	if (r->route->auth != AUTH_PUBLIC)
-		return r->admin;
-	if (r->auth_header[0] == '\0' || !in_bearer_key(r->auth_header, key, sizeof key))
-		return false;
-	PGconn *c = r->db; /* the handler's connection: none, no answer */
-	PGresult *failed = NULL;
-	bool admin = c && key_lookup(r, c, key, &failed) == 1 && r->admin;
-	PQclear(failed);
-	return admin;
-}
-
 /* Runs the request's handler and gives its connections back once its answer is made. */
 static void run(struct req *r)
 {
@@ -517,7 +111,7 @@ static void run(struct req *r)
 	/* The answer is copied: give the connections back before it is sent (a streamed
 	 * answer keeps them until it is over: on_completed). */
 	if (!r->streaming)
-		req_release(r->srv, r);
+		req_release(r);
 }
 
 /*
@@ -560,7 +154,7 @@ static bool lane_push(struct server *s, struct req *r)
 		/* nothing held while it waits: authentication's connection goes back to the
 		 * pool (the lane takes one when the handler asks), or queued requests would
 		 * starve the request threads of connections */
-		req_release(s, r);
+		req_release(r);
 		/* suspended before a lane thread can see it, so its resume comes after */
 		MHD_suspend_connection(r->mhd_conn);
 		r->in_lane = true;
@@ -611,7 +205,7 @@ static void dispatch(struct req *r)
 		               "at most %d query parameters", REQ_ARGS_MAX);
 		return;
 	}
-	if (r->route->auth != AUTH_PUBLIC && !authenticate(r))
+	if (r->route->auth != AUTH_PUBLIC && !auth_route(r))
 		return;
 	if (r->route->auth == AUTH_ADMIN && !r->admin) {
 		reply_problemf(r, 403, "forbidden", "Forbidden", "this request needs an admin key");
@@ -810,7 +404,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 	watch_mark(s, mc, false);
 	if (r == NULL)
 		return;
-	req_release(s, r);
+	req_release(r);
 	if (r->answered)
 		metrics_request(r->route_index, r->status, mono_ns() - r->start_ns);
 	if (r->pending) /* made on the lane, never sent */
