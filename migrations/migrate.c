@@ -440,7 +440,7 @@ static bool create_only(PGconn *c, const char *label, const char *sql, char *err
 static bool apply(PGconn *c, const struct mfile *f, const struct mfile *funcs, size_t nfuncs,
                   char *err, size_t errlen)
 {
-	char what[512];
+	char what[600];
 	PGresult *r = NULL;
 	bool ok = false, unchecked = false;
 	if (!db_exec(c, "BEGIN", err, errlen))
