@@ -9,7 +9,7 @@
 #include "api/plancache.h"
 #include "api/reply.h"
 #include "common/clock.h"
-#include "common/ledger.h"
+#include "common/ledgerdb.h"
 #include "api/queries.h"
 #include "common/plans.h"
 #include "meter/checked.h"
@@ -93,7 +93,7 @@ void account_add_egress_ports(cJSON *o, const struct account *a)
 }
 
 /* The state from Q_STATE's answer res (taken: cleared here), s->month_start_us set. The
- * month to date is the ledger's (common/ledger.h): as it keeps it for this month, or,
+ * month to date is the ledger's (common/ledgerdb.h): as it keeps it for this month, or,
  * when it keeps none yet (a month just begun, an account never rated), computed. */
 static bool state_from(struct req *r, PGconn *c, const char *id, PGresult *res,
                        struct account_state *s)

@@ -3,7 +3,7 @@
  *
  * The state is read from committed rows: the account, its running
  * sandboxes, the trial's wall time used (account_month, kept by the rollup
- * worker) and the month to date, the month's money as common/ledger.h
+ * worker) and the month to date, the month's money as common/ledgerdb.h
  * computes it and keeps it for the quota check (account_ledger). The
  * decision is meter/quota.h's. Beside it, what the account routes read
  * before they answer (most through api/opening.h): whether the account

@@ -8,7 +8,7 @@
 #include "api/reply.h"
 #include "common/clock.h"
 #include "common/db.h"
-#include "common/ledger.h"
+#include "common/ledgerdb.h"
 #include "meter/rating.h"
 #include "meter/timefmt.h"
 

@@ -1,7 +1,7 @@
 /*
  * api/forecast.h: where an account's month is heading.
  *
- * The month to date is the month's money as common/ledger.h computes it; the
+ * The month to date is the month's money as common/ledgerdb.h computes it; the
  * projection is the run rate of the FORECAST_BASIS_DAYS full days (UTC)
  * before "at" over the time left in the month, with a low and a high bound
  * from the quietest and the busiest of those days. The run rate is at list

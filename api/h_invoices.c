@@ -12,8 +12,8 @@
 #include "common/invoicedb.h"
 #include "meter/money.h"
 #include "meter/timefmt.h"
-#include "reports/estimate.h"
-#include "reports/invoice.h"
+#include "reports/estimate_doc.h"
+#include "reports/invoice_doc.h"
 
 void h_invoice(struct req *r)
 {

@@ -10,7 +10,7 @@
 #include "common/plans.h"
 #include "meter/estimate.h"
 #include "meter/timefmt.h"
-#include "reports/estimate.h"
+#include "reports/estimate_doc.h"
 
 /* The plan in force now and the next one (next->id 0: none), or an answer already given. */
 static bool plan_now(struct req *r, struct meter_plan *out, struct meter_plan *next)

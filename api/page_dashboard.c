@@ -24,7 +24,7 @@
 #include "meter/decimal.h"
 #include "meter/rating.h"
 #include "meter/timefmt.h"
-#include "reports/invoice.h"
+#include "reports/invoice_doc.h"
 
 #define DAY_US (INT64_C(86400) * 1000000)
 

@@ -58,7 +58,7 @@ static const char *const sql[Q_COUNT] = {
                     /* the trial used, over every month, capped at the grant */
                     "least(a.trial_grant_seconds * 1000000, (SELECT coalesce(sum(wall_us), 0) "
                     "  FROM account_month m WHERE m.account_id = $1)), "
-                    /* this month's money as the ledger keeps it (common/ledger.h); NULL when
+                    /* this month's money as the ledger keeps it (common/ledgerdb.h); NULL when
                      * it keeps an earlier month's */
                     "(SELECT month_to_date::text FROM account_ledger g WHERE g.account_id = $1 "
                     "  AND g.month = (" TS("$2") " AT TIME ZONE 'UTC')::date) "

@@ -95,7 +95,7 @@ done
 vg=()
 if [[ $valgrind == 1 ]]; then
 	# a leak of any block no pointer reaches (definite, or lost with one that is) fails
-	# --trace-children: meter-collector starts itself again once (collector/main.c)
+	# --trace-children: meter-collector starts itself again once (collector/meter_collector.c)
 	vg=(valgrind --quiet --error-exitcode=99 --leak-check=full --trace-children=yes
 	    --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
 	    --track-origins=no)

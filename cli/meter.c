@@ -28,7 +28,7 @@
 #include "meter/estimate.h"
 #include "meter/plan.h"
 #include "migrations/migrate.h"
-#include "reports/estimate.h"
+#include "reports/estimate_doc.h"
 #include "meter/decimal.h"
 #include "meter/timefmt.h"
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "common/db.h"
-#include "common/ledger.h"
+#include "common/ledgerdb.h"
 #include "meter/checked.h"
 #include "meter/decimal.h"
 #include "meter/invoice.h"
@@ -72,7 +72,7 @@ struct export
 	bool focus;
 	struct meter_plan *plans;
 	size_t nplans;
-	struct ledger led; /* FOCUS: the month's lines (common/ledger.h) */
+	struct ledger led; /* FOCUS: the month's lines (common/ledgerdb.h) */
 	bool recorded;     /* FOCUS: the lines its final invoice recorded, over its sandboxes */
 	size_t line;       /* FOCUS: the next invoice line */
 	size_t current;    /* FOCUS: the line being shared out */

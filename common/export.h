@@ -15,7 +15,7 @@
  * BillingCurrency.
  *
  * By billing period: a month's export adds up to that month's invoice. A
- * draft's lines are the ledger's (common/ledger.h), shared out over the
+ * draft's lines are the ledger's (common/ledgerdb.h), shared out over the
  * month's hours; a final month's are what its invoice recorded it billed,
  * shared out over its sandboxes as the invoice recorded them
  * (invoice_sandboxes), so it never changes. Usage of a final month that came

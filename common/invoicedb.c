@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "common/db.h"
-#include "common/ledger.h"
+#include "common/ledgerdb.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/plans.h"
@@ -13,7 +13,7 @@
 #include "meter/decimal.h"
 #include "meter/invoice.h"
 #include "meter/timefmt.h"
-#include "reports/invoice.h"
+#include "reports/invoice_doc.h"
 
 #define TS(n)       "('epoch'::timestamptz + (" n ")::bigint * interval '1 microsecond')"
 #define MONTH_OF(n) "(" TS(n) " AT TIME ZONE 'UTC')::date"
@@ -117,7 +117,7 @@ bool invoice_get(PGconn *c, const char *account, int64_t month_us, int64_t now_u
 	 * takes its snapshot at the first statement, after the lock is granted). A month
 	 * that may be made final takes the account's ledger lock too: making it final
 	 * changes the adjustments of the months after it, and the month to date kept is
-	 * computed again in the same transaction (common/ledger.h). */
+	 * computed again in the same transaction (common/ledgerdb.h). */
 	r = db_query(c, "SELECT pg_advisory_lock(hashtext('meter.invoice:' || $1))", 1, p,
 	             PGRES_TUPLES_OK, "could not lock the account's invoices", err, errlen);
 	if (r == NULL)
@@ -227,7 +227,7 @@ bool invoices_finalize_due(PGconn *c, int64_t now_us, int64_t grace_us, int limi
 	                      "m.account_id "
 	                      "AND i.month = m.month) "
 	                      /* a month with no usage of its own that an adjustment goes on
-	                         (common/ledger.h) */
+	                         (common/ledgerdb.h) */
 	                      "UNION SELECT g.account_id, g.adjusting_month FROM account_ledger g "
 	                      "WHERE (g.adjusting_month + interval '1 month')::timestamp AT TIME "
 	                      "ZONE 'UTC' <= " TS("$1") " "

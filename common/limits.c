@@ -4,13 +4,13 @@
 #include <string.h>
 
 #include "common/db.h"
-#include "common/ledger.h"
+#include "common/ledgerdb.h"
 #include "meter/decimal.h"
 #include "meter/invoice.h"
 #include "meter/quota.h"
 #include "meter/money.h"
 #include "meter/timefmt.h"
-#include "reports/invoice.h"
+#include "reports/invoice_doc.h"
 
 bool limits_notify(PGconn *c, const char *account, const char *limit, const char *period,
                    const char *payload, char *err, size_t errlen)
@@ -111,7 +111,7 @@ static bool check_row(PGconn *c, const PGresult *r, int row, int64_t now_us,
 		if (!limits_notify(c, account, "trial_spent", "", payload, err, errlen))
 			return false;
 	}
-	/* Month to date: this month's money (common/ledger.h), kept for the quota check. */
+	/* Month to date: this month's money (common/ledgerdb.h), kept for the quota check. */
 	int64_t month = meter_month_start(now_us);
 	struct ledger l;
 	if (!ledger_of(s, account, plans, nplans, &l, err, errlen))

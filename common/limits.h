@@ -23,7 +23,7 @@ bool limits_notify(PGconn *c, const char *account, const char *limit, const char
 
 /*
  * After an account's usage, plan or limits changed, in that transaction:
- * keeps the month to date of the month holding now_us (common/ledger.h,
+ * keeps the month to date of the month holding now_us (common/ledgerdb.h,
  * account_ledger, under the account's ledger lock), announces its trial
  * grant spent (when it had one) and its monthly spend cap reached (when it
  * has one), and keeps account_limits (migration 0027: whether it is a trial

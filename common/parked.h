@@ -2,7 +2,7 @@
  * common/parked.h: the rollup's marks that are set aside, for the operator.
  *
  * No sandbox holds up another (rule 10): a sandbox the rollup cannot rate is
- * set aside with its reason (rollup/store.c, rollup/batch.c, migrations/0014)
+ * set aside with its reason (rollup/store.c, rollup/take.c, migrations/0014)
  * and the queue goes on. Its samples are kept; new samples, its registration
  * or a retry here wake it, and it is rated as soon as what stopped it is
  * fixed.

@@ -6,7 +6,7 @@
  * per price plan, the part of it the trial grant covered (rule 8), and then,
  * for each earlier month whose invoice is final, what that month has now
  * less what final invoices billed for it (an adjustment). Here it is
- * computed from plain values: the rows common/ledger.c reads (per month and
+ * computed from plain values: the rows common/ledgerdb.c reads (per month and
  * plan), the grant, and the hour the grant ran out in (the trial's crossing,
  * found by the rollup). No I/O.
  *

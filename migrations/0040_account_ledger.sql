@@ -1,7 +1,7 @@
 -- 0040_account_ledger: the month to date of each account's current month, as
 -- its invoice gives it, kept where the quota check reads it.
 --
--- common/ledger.c computes a month's money in one place (its invoice's lines:
+-- common/ledgerdb.c computes a month's money in one place (its invoice's lines:
 -- usage per plan, adjustments of earlier final months, the trial's credit);
 -- the invoice, the account, the forecast, the dashboard, the spend cap and
 -- the exports all read it there. The quota check cannot compute it on its

@@ -2,11 +2,11 @@
  * rollup/internal.h: what the files of rollup/ share, and nothing outside
  * rollup/ may use (the interface is rollup/rollup.h).
  *
- * A pass (worker.c) takes batches of marks (batch.c): for each, read.c
+ * A pass (worker.c) takes batches of marks (take.c): for each, read.c
  * reads the sandboxes (registering those not registered, register.c), their
  * windows and samples into a struct job each, rate.c rates every job with
  * the meter/ library, store.c writes the hours and removes or sets aside the
- * marks, and trial.c queues the accounts whose trial crossing may have moved,
+ * marks, and crossing.c queues the accounts whose trial crossing may have moved,
  * then finds those crossings again (rule 8), reading and rating the crossing
  * hour with the same functions. upkeep.c keeps partitions, invoices and old
  * rows; sql.c is what every statement goes through.
@@ -187,12 +187,12 @@ bool ru_sharded(PGconn *c, bool *sharded, char *err, size_t errlen);
 /* Stores the batch's hours, removes its rated marks and sets the others aside. */
 bool ru_store(PGconn *c, struct job *jobs, size_t n, char *err, size_t errlen);
 
-/* ---- batch.c ---- */
+/* ---- take.c ---- */
 
 /* Takes up to max marks and rates them in one transaction: how many, 0, -1 or -2. */
 int ru_take(PGconn *c, bool sharded, int max, char *err, size_t errlen);
 
-/* ---- trial.c ---- */
+/* ---- crossing.c ---- */
 
 /* In a batch's transaction: queues the accounts whose crossing may have moved. */
 bool ru_trial_enqueue(PGconn *c, const struct job *jobs, size_t n, char *err, size_t errlen);

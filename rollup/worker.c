@@ -4,8 +4,8 @@
  * Each meter-api process runs one thread with a connection of its own
  * (connected again when lost): at its start and every hour the upkeep
  * (upkeep.c), and round after round a pass, then a pause of idle_ms. A pass
- * finds the trial crossings queued without new usage (trial.c), takes
- * batches of marks until the queue is empty (batch.c; a failed batch's marks
+ * finds the trial crossings queued without new usage (crossing.c), takes
+ * batches of marks until the queue is empty (take.c; a failed batch's marks
  * one at a time), then finds the crossings those batches moved.
  */
 #include <pthread.h>

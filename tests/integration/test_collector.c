@@ -312,7 +312,7 @@ static void real_cgroup_cpu_in_postgres_equals_the_kernel_counter(void **state)
 	                      NULL};
 	f->collector = collector(f, f->db.url, args);
 	sleep_ms(500); /* found, first sample taken */
-	/* It started itself again without GnuTLS's set-up (collector/main.c): the
+	/* It started itself again without GnuTLS's set-up (collector/meter_collector.c): the
 	 * same process, under its own name. */
 	char proc[64], text[4096];
 	snprintf(proc, sizeof proc, "/proc/%d/comm", (int)f->collector);

@@ -27,7 +27,7 @@
 #include "meter/plan.h"
 #include "meter/rating.h"
 #include "meter/timefmt.h"
-#include "tests/support/csv.h"
+#include "tests/support/csvread.h"
 #include "tests/support/http.h"
 #include "tests/support/run.h"
 #include "tests/support/testdb.h"

@@ -15,7 +15,7 @@
 
 #include "meter/invoice.h"
 #include "meter/timefmt.h"
-#include "reports/invoice.h"
+#include "reports/invoice_doc.h"
 #include "tests/support/fakecg.h"
 #include "tests/support/run.h"
 

@@ -37,7 +37,7 @@
 #include "common/keys.h"
 #include "meter/timefmt.h"
 #include "tests/reference/ref.h"
-#include "tests/support/csv.h"
+#include "tests/support/csvread.h"
 #include "tests/support/http.h"
 #include "tests/support/testdb.h"
 

@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "common/keys.h"
-#include "tests/support/csv.h"
+#include "tests/support/csvread.h"
 #include "tests/support/http.h"
 #include "tests/support/testdb.h"
 

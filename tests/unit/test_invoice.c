@@ -12,7 +12,7 @@
 #include "meter/invoice.h"
 #include "meter/ledger.h"
 #include "meter/timefmt.h"
-#include "reports/invoice.h"
+#include "reports/invoice_doc.h"
 
 #define H INT64_C(3600000000) /* an hour in µs */
 

@@ -1,4 +1,4 @@
-#include "reports/estimate.h"
+#include "reports/estimate_doc.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-#include "common/ledger.h"
+#include "common/ledgerdb.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * reports/estimate.h: the hourly rates and the monthly estimate, as JSON
+ * reports/estimate_doc.h: the hourly rates and the monthly estimate, as JSON
  * (the shape of GET /v1/rates and POST /v1/estimates) and as text (the
  * worked example's three lines). Amounts are decimal strings: the rounded
  * one and the exact one beside it.

@@ -1,5 +1,5 @@
 /*
- * reports/invoice.h: a month's invoice as JSON and as CSV (RFC 4180).
+ * reports/invoice_doc.h: a month's invoice as JSON and as CSV (RFC 4180).
  *
  * Amounts are decimal strings: "amount" rounded half up to cents and
  * "amount_exact" to the nano-dollar; quantities to at most nine decimals of

@@ -1,4 +1,4 @@
-#include "reports/invoice.h"
+#include "reports/invoice_doc.h"
 
 #include <stdio.h>
 #include <stdlib.h>

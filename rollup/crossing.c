@@ -1,5 +1,5 @@
 /*
- * rollup/trial.c: the trial's crossing hour (rule 8).
+ * rollup/crossing.c: the trial's crossing hour (rule 8).
  *
  * A batch that changes an account's usage at or before the hour its grant
  * ran out in (or that may have used the grant up) queues the account in

@@ -1,11 +1,11 @@
 /*
- * rollup/batch.c: one batch of marks, in one transaction.
+ * rollup/take.c: one batch of marks, in one transaction.
  *
  * Up to max marked sandboxes are taken from rollup_queue (FOR UPDATE SKIP
  * LOCKED, so several meter-api processes share the work without overlap)
  * under the horizon's lock, read (read.c), rated (rate.c) and stored
  * (store.c), and the accounts whose trial crossing may have moved are queued
- * (trial.c), and the accounts' limits checked and their month to date kept
+ * (crossing.c), and the accounts' limits checked and their month to date kept
  * (common/limits.h). A batch whose statement fails is rolled back, and the
  * pass takes its marks again one per transaction, where what fails a lone
  * sandbox parks it, or, for a passing failure, lets it wait 2 s (rule 10).

@@ -1,5 +1,5 @@
 /*
- * common/ledger.h: the money of an account's month, computed in one place.
+ * common/ledgerdb.h: the money of an account's month, computed in one place.
  *
  * A month's money is the lines its invoice has now: the month's usage per
  * price plan (rule 6), the adjustments of earlier months whose invoices are

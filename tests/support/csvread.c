@@ -1,4 +1,4 @@
-#include "tests/support/csv.h"
+#include "tests/support/csvread.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

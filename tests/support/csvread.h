@@ -1,5 +1,5 @@
 /*
- * tests/support/csv.h: reading the CSV meter writes (RFC 4180: fields with a
+ * tests/support/csvread.h: reading the CSV meter writes (RFC 4180: fields with a
  * comma or a quote are quoted, a quote in them doubled), for tests.
  */
 #ifndef TESTS_SUPPORT_CSV_H
