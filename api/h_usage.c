@@ -16,6 +16,11 @@
 #include "meter/rating.h"
 #include "meter/timefmt.h"
 
+/* The listings an account keeps at most (each first page of a long list
+ * stores one; a day's upkeep deletes the old). */
+#define USAGE_LISTINGS_KEPT      100
+#define USAGE_LISTINGS_KEPT_TEXT "100"
+
 #define PAGE_DEFAULT 100
 #define PAGE_MAX     1000
 
@@ -119,7 +124,8 @@ static bool page_of_listing(struct req *r, const char *id, int64_t from, int64_t
 			reply_db_error(r, "could not read the listing", res);
 		} else if (PQntuples(res) == 0) {
 			reply_bad_cursor(r, "the cursor names no listing of this account (listings "
-			                    "are kept a day): start again without one");
+			                    "are kept a day, the newest " USAGE_LISTINGS_KEPT_TEXT
+			                    " of an account): start again without one");
 		} else if (!col_int(res, 0, 1, &rf) || !col_int(res, 0, 2, &rt)) {
 			reply_db_error(r, "could not read the listing", NULL);
 		} else if (rf != from || rt != to) {
@@ -200,6 +206,18 @@ static bool first_page(struct req *r, PGconn *c, const char *id, const char *fs,
 	free(head);
 	ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
 	     col_int(res, 0, 0, &pg->listing);
+	if (!ok)
+		reply_db_error(r, "could not keep the listing", res);
+	PQclear(res);
+	if (!ok)
+		return false;
+	/* and no more than USAGE_LISTINGS_KEPT of them: a client paging many lists at
+	 * once starts the oldest again (its cursor says so) */
+	char keep[16];
+	snprintf(keep, sizeof keep, "%d", USAGE_LISTINGS_KEPT);
+	const char *pt[] = {id, keep};
+	res = q_exec(w, Q_LISTING_TRIM, 2, pt);
+	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 	if (!ok)
 		reply_db_error(r, "could not keep the listing", res);
 	PQclear(res);

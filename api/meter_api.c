@@ -17,6 +17,8 @@
 #include "api/server.h"
 #include "rollup/rollup.h"
 #include "api/webhook.h"
+#include "common/netallow.h"
+#include "common/webhooks.h"
 #include "common/invoicedb.h"
 #include "common/log.h"
 #include "common/opts.h"
@@ -43,6 +45,7 @@ enum {
 	O_WH_TIMEOUT,
 	O_WH_RETRY,
 	O_WH_INFLIGHT,
+	O_WH_ALLOW,
 	O_LOG,
 	O_HELP,
 	O_N
@@ -109,6 +112,9 @@ static const struct opt_def opts[O_N] = {
         [O_WH_INFLIGHT] = {"webhook-concurrency", OPT_DECIMAL, 0, 1, 64, "16",
                            "METER_WEBHOOK_CONCURRENCY", false,
                            "webhook attempts under way at once in this process"},
+        [O_WH_ALLOW] = {"webhook-allow", OPT_STRING, 0, 0, 0, "", "METER_WEBHOOK_ALLOW", false,
+                        "CIDRs (comma-separated) of loopback, private or link-local addresses "
+                        "webhooks may reach; none by default"},
         [O_LOG] = {"log-level", OPT_STRING, 0, 0, 0, "info", "METER_LOG_LEVEL", false,
                    "error, warn, info or debug"},
         [O_HELP] = {"help", OPT_FLAG, 0, 0, 0, NULL, NULL, false, "this text"},
@@ -146,6 +152,12 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	struct net_allow allow;
+	if (!net_allow_parse(v[O_WH_ALLOW].str, &allow, err, sizeof err)) {
+		log_error("%s", err);
+		return 2;
+	}
+	webhook_allow_set(&allow); /* before any thread checks or sends a webhook */
 	struct server_config cfg = {
 	        .listen = v[O_LISTEN].str,
 	        .db_url = NULL,

@@ -72,7 +72,7 @@ static void start_session(struct req *r, PGconn *c, bool admin, const char *acco
 		reply_db_error(r, err, NULL);
 		return;
 	}
-	session_cookie(r, token, SESSION_TTL_S, cookie, sizeof cookie);
+	session_cookie(r, token, session_ttl(key_id), cookie, sizeof cookie);
 	reply_redirect(r, "/dashboard", cookie);
 }
 
@@ -94,7 +94,8 @@ void h_login(struct req *r)
 	int64_t key_id = 0;
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		reply_db_error(r, "could not check the API key", res);
-	else if (PQntuples(res) != 1 || !col_int(res, 0, 2, &key_id))
+	else if (PQntuples(res) != 1 || !col_int(res, 0, 2, &key_id) ||
+	         strcmp(PQgetvalue(res, 0, 0), "hook") == 0) /* a hook key opens no pages */
 		reply_redirect(r, "/login?failed=1", NULL);
 	else {
 		req_key_note_use(c, res);

@@ -23,6 +23,8 @@ struct pool {
 	pthread_cond_t freed;
 	char *url;
 	size_t size;
+	size_t reserved; /* kept for hot requests */
+	size_t busy;
 	struct slot *slots;
 	atomic_ulong errors;
 };
@@ -100,13 +102,21 @@ static bool still_open(PGconn *c)
 	return PQstatus(c) == CONNECTION_OK;
 }
 
+void pool_reserve(struct pool *p, size_t n)
+{
+	pthread_mutex_lock(&p->mu);
+	p->reserved = n < p->size ? n : (p->size ? p->size - 1 : 0);
+	pthread_mutex_unlock(&p->mu);
+}
+
 PGconn *pool_take(struct pool *p, int wait_ms, char *err, size_t errlen)
 {
 	bool unreachable;
-	return pool_take_ex(p, wait_ms, &unreachable, err, errlen);
+	return pool_take_ex(p, wait_ms, false, &unreachable, err, errlen);
 }
 
-PGconn *pool_take_ex(struct pool *p, int wait_ms, bool *unreachable, char *err, size_t errlen)
+PGconn *pool_take_ex(struct pool *p, int wait_ms, bool hot, bool *unreachable, char *err,
+                     size_t errlen)
 {
 	*unreachable = false;
 	struct timespec until;
@@ -120,17 +130,27 @@ PGconn *pool_take_ex(struct pool *p, int wait_ms, bool *unreachable, char *err, 
 	pthread_mutex_lock(&p->mu);
 	struct slot *s = NULL;
 	for (;;) {
-		for (size_t i = 0; i < p->size && !s; i++)
+		for (size_t i = 0; i < p->size && !s && (hot || p->busy + p->reserved < p->size);
+		     i++)
 			if (!p->slots[i].busy)
 				s = &p->slots[i];
+		/* a broadcast wakes the hot one among those waiting too */
 		if (s || pthread_cond_timedwait(&p->freed, &p->mu, &until) != 0)
 			break;
 	}
-	if (s)
+	if (s) {
 		s->busy = true;
+		p->busy++;
+	}
 	pthread_mutex_unlock(&p->mu);
 	if (s == NULL) {
-		snprintf(err, errlen, "all %zu database connections are busy", p->size);
+		if (hot || p->reserved == 0)
+			snprintf(err, errlen, "all %zu database connections are busy", p->size);
+		else
+			snprintf(err, errlen,
+			         "all %zu database connections open to this request are busy (%zu "
+			         "more are kept for quota checks and admissions)",
+			         p->size - p->reserved, p->reserved);
 		return NULL;
 	}
 	if (s->conn && !still_open(s->conn)) {
@@ -146,7 +166,8 @@ PGconn *pool_take_ex(struct pool *p, int wait_ms, bool *unreachable, char *err, 
 		atomic_fetch_add(&p->errors, 1);
 		pthread_mutex_lock(&p->mu);
 		s->busy = false;
-		pthread_cond_signal(&p->freed);
+		p->busy--;
+		pthread_cond_broadcast(&p->freed);
 		pthread_mutex_unlock(&p->mu);
 		return NULL;
 	}
@@ -175,9 +196,12 @@ void pool_give(struct pool *p, PGconn *c)
 	for (size_t i = 0; i < p->size; i++)
 		if (p->slots[i].conn == c) {
 			p->slots[i].busy = false;
+			p->busy--;
 			break;
 		}
-	pthread_cond_signal(&p->freed);
+	/* all of them: the one a freed place suits may not be the first waiting (a
+	 * request that may not take the kept ones waits on while a hot one could go) */
+	pthread_cond_broadcast(&p->freed);
 	pthread_mutex_unlock(&p->mu);
 }
 

@@ -21,13 +21,23 @@ struct pool *pool_new(const char *url, size_t size);
 void pool_free(struct pool *p);
 
 /*
- * Takes a connection, waiting up to wait_ms for a free one. NULL with err
- * when none is free in time or the database cannot be reached.
+ * Keeps n of the connections for hot requests (pool_take_ex): the others never
+ * take the last n, so that requests which hold a connection long (an export
+ * read slowly) cannot starve the quota check. At most size - 1.
+ */
+void pool_reserve(struct pool *p, size_t n);
+
+/*
+ * Takes a connection, waiting up to wait_ms for a free one (one not kept for
+ * hot requests). NULL with err when none is free in time or the database
+ * cannot be reached.
  */
 PGconn *pool_take(struct pool *p, int wait_ms, char *err, size_t errlen);
 
-/* pool_take, telling a database that cannot be reached (*unreachable) from a full pool. */
-PGconn *pool_take_ex(struct pool *p, int wait_ms, bool *unreachable, char *err, size_t errlen);
+/* pool_take for a hot request or not, telling a database that cannot be reached
+ * (*unreachable) from a full pool. */
+PGconn *pool_take_ex(struct pool *p, int wait_ms, bool hot, bool *unreachable, char *err,
+                     size_t errlen);
 
 /* Gives a connection back; broken ones are closed and reopened later. */
 void pool_give(struct pool *p, PGconn *c);

@@ -27,6 +27,19 @@
 	"sum(cpu_measured_us), sum(cpu_billed_us), sum(busy_us), sum(idle_us), sum(wall_us), "     \
 	"sum(memory_mgib_us)"
 
+/* An account's state (Q_STATE): every subquery by $1, not a.id, so that Citus
+ * sends the statement to the account's shard, the running count (sandboxes are
+ * spread by sandbox) a query of its own over their shards (docs/scaling.md); the
+ * trial used over every month, capped at the grant; this month's money as the
+ * ledger keeps it (common/ledgerdb.h), NULL when it keeps an earlier month's. */
+#define STATE_SQL                                                                                  \
+	"SELECT " ACCOUNT_COLS ", "                                                                \
+	"(SELECT count(*) FROM sandboxes s WHERE s.account_id = $1 AND s.stopped_at IS NULL), "    \
+	"least(a.trial_grant_seconds * 1000000, (SELECT coalesce(sum(wall_us), 0) "                \
+	"  FROM account_month m WHERE m.account_id = $1)), "                                       \
+	"(SELECT month_to_date::text FROM account_ledger g WHERE g.account_id = $1 "               \
+	"  AND g.month = (" TS("$2") " AT TIME ZONE 'UTC')::date) FROM accounts a WHERE id = $1"
+
 static const char *const sql[Q_COUNT] = {
         /* The key's role, account and id, and whether its last use is due to be noted
          * (at most once a minute: req_key_note_use runs Q_KEY_USED then). A plain read:
@@ -49,20 +62,16 @@ static const char *const sql[Q_COUNT] = {
                           "VALUES ($1, $2, $3, $4::numeric) RETURNING " ACCOUNT_COLS,
         /* After Q_ACCOUNT_LOCK when locking: a statement of its own, so its snapshot is
          * taken once the lock is held and sees every registration before it. */
-        [Q_STATE] = "SELECT " ACCOUNT_COLS ", "
-                    /* Every subquery by $1, not a.id: Citus then sends the statement to the
-                     * account's shard, the running count (sandboxes are spread by sandbox) a
-                     * query of its own over their shards (docs/scaling.md) */
-                    "(SELECT count(*) FROM sandboxes s WHERE s.account_id = $1 "
-                    "  AND s.stopped_at IS NULL), "
-                    /* the trial used, over every month, capped at the grant */
-                    "least(a.trial_grant_seconds * 1000000, (SELECT coalesce(sum(wall_us), 0) "
-                    "  FROM account_month m WHERE m.account_id = $1)), "
-                    /* this month's money as the ledger keeps it (common/ledgerdb.h); NULL when
-                     * it keeps an earlier month's */
-                    "(SELECT month_to_date::text FROM account_ledger g WHERE g.account_id = $1 "
-                    "  AND g.month = (" TS("$2") " AT TIME ZONE 'UTC')::date) "
-                                                 "FROM accounts a WHERE id = $1",
+        [Q_STATE] = STATE_SQL,
+        /* The quota check's: read only for a key that may see the account (in the same
+         * round trip as Q_AUTH: an admin key or a hook key of no account, or a key of
+         * the account), so a bad key or another account's costs one index
+         * descent of api_keys and tells nothing by its time (the account's existence,
+         * its size); the uncorrelated EXISTS is a one-time filter: the rest never runs */
+        [Q_STATE_KEYED] =
+                STATE_SQL " AND EXISTS (SELECT 1 FROM api_keys k WHERE "
+                          "k.key_hash = sha256(convert_to($3, 'UTF8')) AND k.revoked_at IS NULL "
+                          "AND (k.account_id IS NULL OR k.account_id = $1))",
         [Q_SANDBOX] = "SELECT " SANDBOX_COLS " FROM sandboxes WHERE id = $1",
         /* A sandbox the collector saw before it was registered (its path named no
          * account) takes its newest incarnation, and that incarnation's end when the
@@ -142,6 +151,11 @@ static const char *const sql[Q_COUNT] = {
                         "ORDER BY cost_nano DESC, sandbox_id COLLATE \"C\" LIMIT $3",
         [Q_LISTING_NEW] = "INSERT INTO usage_listings (account_id, range_from, range_to, head) "
                           "VALUES ($1, " TS("$2") ", " TS("$3") ", $4::text[]) RETURNING id",
+        /* An account keeps its newest listings only: each first page of a long
+         * list stores one, and nothing else would bound them until the day's upkeep. */
+        [Q_LISTING_TRIM] = "DELETE FROM usage_listings WHERE account_id = $1 AND id <= "
+                           "(SELECT id FROM usage_listings WHERE account_id = $1 "
+                           "ORDER BY id DESC OFFSET $2::int LIMIT 1)",
         /* The listing's order, made once: its head, then every other sandbox ranked as
          * it stands (NOT IN an uncorrelated subquery: a hashed lookup). A second
          * request waits for the first's row lock, then finds ids set and does nothing. */
@@ -213,7 +227,10 @@ static const char *const sql[Q_COUNT] = {
                                     "(SELECT coalesce(sum(intervals), 0) FROM usage_unpriced), "
                                     "(SELECT count(*) FROM webhook_deliveries WHERE state = "
                                     "'pending'), (SELECT count(*) FROM webhook_deliveries "
-                                    "WHERE state = 'failed') "
+                                    "WHERE state = 'failed'), "
+                                    "(SELECT count(*) FROM incarnation_ends WHERE end_cpu = "
+                                    "'estimated'), (SELECT count(*) FROM incarnation_ends "
+                                    "WHERE end_cpu = 'last') "
                                     "FROM rollup_queue",
 };
 

@@ -19,6 +19,8 @@ enum query {
 	Q_ACCOUNT_NEW,  /* id, name, plan, cap -> the account */
 	Q_STATE, /* account, month start µs -> account, running, trial used µs, month to date kept
 	          */
+	Q_STATE_KEYED,    /* account, month start µs, key -> the same, and no row for a key that
+	                   * may not see the account (the quota check's, after Q_AUTH) */
 	Q_SANDBOX,        /* id -> the sandbox */
 	Q_SANDBOX_NEW,    /* id, account, vcpus, memory, started µs -> the sandbox */
 	Q_SANDBOX_ADOPT,  /* id, account, vcpus, memory, started µs -> the sandbox the collector
@@ -29,15 +31,16 @@ enum query {
 	Q_MARK,           /* sandbox, from µs (NULL: everything) -> queue a re-rating */
 	Q_USAGE_TOTALS,   /* account, from µs, to µs -> per plan sums */
 	Q_USAGE_MONTH_TOTALS, /* account, month (date) -> per plan sums (account_month) */
-	Q_USAGE_OF,    /* account, from µs, to µs, ids -> per sandbox and plan sums of those */
-	Q_RANK_RANGE,  /* account, from µs, to µs, n -> the n costliest sandboxes (then id),
-	                * and how many there are */
-	Q_RANK_MONTH,  /* account, month (date), n -> the same from sandbox_month_cost, ids
-	                * only */
-	Q_COUNT_MONTH, /* account, month (date) -> its sandboxes (account_month_sandboxes) */
-	Q_TOP_MONTH,   /* account, month (date), n -> the costliest: id, cost nano, measured,
-	                * billed µs */
-	Q_LISTING_NEW, /* account, from µs, to µs, first page's ids -> a listing's id */
+	Q_USAGE_OF,     /* account, from µs, to µs, ids -> per sandbox and plan sums of those */
+	Q_RANK_RANGE,   /* account, from µs, to µs, n -> the n costliest sandboxes (then id),
+	                 * and how many there are */
+	Q_RANK_MONTH,   /* account, month (date), n -> the same from sandbox_month_cost, ids
+	                 * only */
+	Q_COUNT_MONTH,  /* account, month (date) -> its sandboxes (account_month_sandboxes) */
+	Q_TOP_MONTH,    /* account, month (date), n -> the costliest: id, cost nano, measured,
+	                 * billed µs */
+	Q_LISTING_NEW,  /* account, from µs, to µs, first page's ids -> a listing's id */
+	Q_LISTING_TRIM, /* account, how many to keep -> its older listings past them deleted */
 	Q_LISTING_FILL_RANGE, /* account, from µs, to µs, listing -> its order, made once */
 	Q_LISTING_FILL_MONTH, /* account, listing, month (date) -> the same from a month's costs */
 	Q_LISTING_PAGE,  /* account, listing, offset, n -> its range and count (NULL: not ordered
@@ -50,7 +53,8 @@ enum query {
 	Q_DAILY,         /* account, from µs, to µs (whole UTC days) -> per day and plan sums, in
 	                  * order (account_day) */
 	Q_ROLLUP_STATS,  /* -> pending marks, unregistered, age of the oldest (µs), parked,
-	                  *    unpriced intervals */
+	                  *    unpriced intervals, webhook deliveries pending and failed,
+	                  *    ends estimated and ends at the last reading (incarnation_ends) */
 	Q_COUNT
 };
 

@@ -149,7 +149,7 @@ PGconn *replica_take(struct replica *rp)
 		return NULL;
 	char err[512];
 	bool unreachable;
-	PGconn *c = pool_take_ex(rp->pool, 200, &unreachable, err, sizeof err);
+	PGconn *c = pool_take_ex(rp->pool, 200, true, &unreachable, err, sizeof err);
 	if (c == NULL) {
 		if (unreachable && due) {
 			check(rp, NULL, err);

@@ -20,7 +20,8 @@ PGconn *req_db(struct req *r)
 	struct pool *pool = server_pool(r->srv);
 	if (r->db)
 		return r->db;
-	r->db = pool_take(pool, 2000, err, sizeof err);
+	bool unreachable;
+	r->db = pool_take_ex(pool, 2000, r->route && r->route->hot, &unreachable, err, sizeof err);
 	if (r->db && !pool_set_timeout(pool, r->db, req_timeout_ms(r), err, sizeof err)) {
 		pool_give(pool, r->db);
 		r->db = NULL;

@@ -45,7 +45,8 @@ struct req {
 	char origin[256];      /* the Origin header ("" when not sent; "-" when too long) */
 	char host[256];        /* the Host header */
 	bool admin;            /* set by authentication */
-	char account[160];     /* an account key's account */
+	bool hook;             /* a hook key (common/keys.h) */
+	char account[160];     /* an account key's account, or a hook key's when it has one */
 	PGconn *db;
 	PGconn *rdb; /* a replica connection (req_read_db), when one serves this request */
 	int64_t start_ns;

@@ -13,11 +13,13 @@
 #define ROUTE_PARTS 8 /* the most parts a path of ours has */
 
 /*
+ * AUTH_HOOK: an admin key or a hook key (what meter-hook calls). A hook key
+ * gets 403 on every route but these and the quota check.
  * AUTH_ANY_IN_HANDLER: any live key, as AUTH_ANY, but the server checks only that
  * there is one; the handler looks it up in the same round trip as its own
  * statement (req_key, req_key_checked) and must before it answers anything else.
  */
-enum auth_need { AUTH_PUBLIC, AUTH_ANY, AUTH_ADMIN, AUTH_ANY_IN_HANDLER };
+enum auth_need { AUTH_PUBLIC, AUTH_ANY, AUTH_ADMIN, AUTH_HOOK, AUTH_ANY_IN_HANDLER };
 
 struct req;
 typedef void (*handler_fn)(struct req *r);
@@ -30,6 +32,7 @@ struct route {
 	bool page; /* a page for people: the session cookie counts, and no login sends to /login */
 	unsigned timeout_ms; /* each statement's longest run (0: ROUTE_TIMEOUT_MS) */
 	bool slow;           /* runs on the slow lane (api/server.c), never on a request thread */
+	bool hot; /* may take the database connections kept for it (api/pool.h): admissions */
 };
 
 /* How long a statement of a route that says nothing may run. */

@@ -211,6 +211,16 @@ static void dispatch(struct req *r)
 		reply_problemf(r, 403, "forbidden", "Forbidden", "this request needs an admin key");
 		return;
 	}
+	if (r->route->auth == AUTH_HOOK && !r->admin && !r->hook) {
+		reply_problemf(r, 403, "forbidden", "Forbidden",
+		               "this request needs an admin key or a hook key");
+		return;
+	}
+	if (r->hook && r->route->auth != AUTH_HOOK) {
+		reply_problemf(r, 403, "forbidden", "Forbidden",
+		               "a hook key may only check quotas and register and stop sandboxes");
+		return;
+	}
 	if (r->route->slow && lane_push(r->srv, r))
 		return;
 	run(r);
@@ -502,6 +512,12 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 	pthread_mutex_init(&s->lane_mu, NULL);
 	pthread_cond_init(&s->lane_cv, NULL);
 	s->pool = pool_new(cfg->db_url, cfg->pool_size);
+	/* a quarter of the connections, one at least, kept for quota checks and
+	 * admissions (api/routes.c's HOT) */
+	if (s->pool)
+		pool_reserve(s->pool, cfg->pool_size >= 8   ? cfg->pool_size / 4
+		                      : cfg->pool_size >= 2 ? 1
+		                                            : 0);
 	if (cfg->read_db_url && cfg->read_db_url[0])
 		s->replica = replica_new(cfg->read_db_url, cfg->pool_size, cfg->read_max_lag_us);
 	if (s->pool == NULL || (cfg->read_db_url && cfg->read_db_url[0] && s->replica == NULL)) {

@@ -1,6 +1,7 @@
 #include "api/webhook.h"
 
 #include <curl/curl.h>
+#include <sys/socket.h>
 #include <libpq-fe.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -12,6 +13,7 @@
 
 #include "common/db.h"
 #include "common/log.h"
+#include "common/netallow.h"
 #include "common/webhooks.h"
 #include "meter/decimal.h"
 
@@ -37,6 +39,7 @@ struct flight {
 	int step;
 	int64_t start_ns;
 	char error[CURL_ERROR_SIZE];
+	const char *blocked; /* the kind of address the connection was refused for, or NULL */
 };
 
 struct webhooks {
@@ -55,6 +58,51 @@ static int64_t mono_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * Opens the socket of a connection curl is about to make, to an address DNS
+ * gave: refused (and said) when webhooks may not reach it (common/netallow.h),
+ * whatever the URL spelled.
+ */
+static curl_socket_t open_socket(void *cls, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	struct flight *f = cls;
+	(void)purpose;
+	f->blocked = net_forbidden_sa(&a->addr, webhook_allow());
+	if (f->blocked)
+		return CURL_SOCKET_BAD;
+	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
+/*
+ * A failed attempt's error as a short class: what the operator and the
+ * account need, never the transport's own text (which told a closed port from
+ * a database from a TLS server: a scanner's answer).
+ */
+static const char *error_class(const struct flight *f, CURLcode rc)
+{
+	if (f->blocked)
+		return NULL; /* said with its kind by the caller */
+	switch (rc) {
+	case CURLE_OPERATION_TIMEDOUT:
+		return "timeout: no answer within --webhook-timeout";
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_RESOLVE_PROXY:
+		return "dns: the host's name did not resolve";
+	case CURLE_COULDNT_CONNECT:
+		return "refused: no connection could be made";
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_USE_SSL_FAILED:
+		return "tls: the TLS handshake or the certificate failed";
+	default:
+		return "connection: it broke before an HTTP answer";
+	}
 }
 
 static size_t discard(char *p, size_t size, size_t n, void *cls)
@@ -143,9 +191,13 @@ static void finish(struct webhooks *w, unsigned i, CURLcode rc)
 		log_debug("webhooks: delivered %s (attempt %s, HTTP %ld)", f->id, f->attempt,
 		          status);
 	} else {
-		if (rc != CURLE_OK)
-			snprintf(why, sizeof why, "%s",
-			         f->error[0] ? f->error : curl_easy_strerror(rc));
+		if (rc != CURLE_OK && f->blocked)
+			snprintf(why, sizeof why,
+			         "blocked: its address is %s, which webhooks may not reach "
+			         "(--webhook-allow)",
+			         f->blocked);
+		else if (rc != CURLE_OK)
+			snprintf(why, sizeof why, "%s", error_class(f, rc));
 		else if (status >= 300 && status <= 399)
 			snprintf(why, sizeof why, "HTTP %ld: redirects are not followed", status);
 		else
@@ -153,12 +205,18 @@ static void finish(struct webhooks *w, unsigned i, CURLcode rc)
 		int64_t delay = webhook_backoff_us(&w->cfg, f->step);
 		record(w, f, status, why, delay < 0 ? "failed" : "pending", delay < 0 ? 0 : delay,
 		       0);
+		/* the operator's log has the transport's own words too */
+		const char *detail = rc != CURLE_OK && !f->blocked
+		                             ? (f->error[0] ? f->error : curl_easy_strerror(rc))
+		                             : "";
 		if (delay < 0)
-			log_warn("webhooks: delivery %s failed after attempt %s: %s", f->id,
-			         f->attempt, why);
+			log_warn("webhooks: delivery %s failed after attempt %s: %s%s%s%s", f->id,
+			         f->attempt, why, detail[0] ? " (" : "", detail,
+			         detail[0] ? ")" : "");
 		else
-			log_info("webhooks: delivery %s, attempt %s: %s; next in %lld s", f->id,
-			         f->attempt, why, (long long)(delay / 1000000));
+			log_info("webhooks: delivery %s, attempt %s: %s%s%s%s; next in %lld s",
+			         f->id, f->attempt, why, detail[0] ? " (" : "", detail,
+			         detail[0] ? ")" : "", (long long)(delay / 1000000));
 	}
 	drop(w, i);
 }
@@ -207,6 +265,8 @@ static bool launch(struct webhooks *w, const PGresult *r, int i)
 	curl_easy_setopt(f->h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(f->h, CURLOPT_WRITEFUNCTION, discard);
 	curl_easy_setopt(f->h, CURLOPT_ERRORBUFFER, f->error);
+	curl_easy_setopt(f->h, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+	curl_easy_setopt(f->h, CURLOPT_OPENSOCKETDATA, f);
 	f->start_ns = mono_ns();
 	if (curl_multi_add_handle(w->multi, f->h) != CURLM_OK)
 		goto fail;

@@ -2,9 +2,10 @@
  * meter: the operator's command-line tool.
  *
  *   meter migrate [--dir DIR]
- *   meter key create --admin | --account ID
+ *   meter key create --admin | --account ID | --hook [--account ID]
  *   meter rates --vcpus N --memory-gib N [--json]
  *   meter estimate --runs N --minutes N --vcpus N --memory-gib N --busy-vcpus N [--json]
+ *   meter session list [--account ID] [--json] | session revoke --account ID | --admin
  *   meter parked [retry ID | retry --all]
  *
  * Each verb reads DATABASE_URL (see common/db.h). Exit status: 0 done, 1 the
@@ -143,20 +144,25 @@ static int run_migrate(const struct opt_val *v)
 static const struct opt_def key_opts[] = {
         {"admin", OPT_FLAG, 0, 0, 0, NULL, NULL, false, "a key that may do everything"},
         {"account", OPT_STRING, 0, 0, 0, NULL, NULL, false, "a key for this account only"},
+        {"hook", OPT_FLAG, 0, 0, 0, NULL, NULL, false,
+         "a key for meter-hook: quota checks, sandbox registrations and stops (of the "
+         "--account only, when given)"},
 };
 
 static int run_key_create(const struct opt_val *v)
 {
 	char err[ERRLEN], key[KEY_LEN + 1];
 	int64_t id = 0;
-	if (v[0].set == v[1].set) {
-		log_error("key create: give exactly one of --admin and --account ID");
+	if (v[2].set ? v[0].set : v[0].set == v[1].set) {
+		log_error("key create: give --admin, --account ID, or --hook (with --account ID "
+		          "for one account's)");
 		return EXIT_USAGE;
 	}
+	const char *role = v[2].set ? "hook" : v[0].set ? "admin" : "account";
 	PGconn *c = connect_or_log();
 	if (c == NULL)
 		return 1;
-	bool ok = key_create(c, v[1].set ? v[1].str : NULL, key, &id, err, sizeof err);
+	bool ok = key_create(c, role, v[1].set ? v[1].str : NULL, key, &id, err, sizeof err);
 	PQfinish(c);
 	if (!ok) {
 		log_error("%s", err);
@@ -164,8 +170,8 @@ static int run_key_create(const struct opt_val *v)
 	}
 	/* The key on stdout alone, so scripts can take it; the rest on stderr. */
 	printf("%s\n", key);
-	fprintf(stderr, "meter: created %s key %lld; it is shown only this once\n",
-	        v[1].set ? "account" : "admin", (long long)id);
+	fprintf(stderr, "meter: created %s key %lld; it is shown only this once\n", role,
+	        (long long)id);
 	return 0;
 }
 
@@ -244,7 +250,9 @@ static int run_key_revoke(const struct opt_val *v)
 		log_error("key revoke: no key %lld", (long long)id);
 		return 1;
 	}
-	fprintf(stderr, "meter: key %lld is revoked; its dashboard sessions are ended\n",
+	fprintf(stderr,
+	        "meter: key %lld is revoked; its dashboard sessions are ended (and, if it was "
+	        "its account's last key, the sessions login links opened there)\n",
 	        (long long)id);
 	return 0;
 }
@@ -502,6 +510,84 @@ static int run_login_link(const struct opt_val *v)
 	return 0;
 }
 
+/* ---- session list and session revoke ---- */
+
+static const struct opt_def session_opts[] = {
+        {"account", OPT_STRING, 0, 0, 0, NULL, NULL, false, "the account's only"},
+        {"admin", OPT_FLAG, 0, 0, 0, NULL, NULL, false, "the admins' (revoke)"},
+        JSON_OPT_DEF,
+};
+
+/* "meter session revoke" rather than "meter session list". */
+static bool session_revoking;
+
+static int run_session(const struct opt_val *v)
+{
+	char err[ERRLEN];
+	if (session_revoking ? v[0].set == v[1].set : v[1].set) {
+		log_error(session_revoking
+		                  ? "session revoke: give exactly one of --account ID and --admin"
+		                  : "session list: --admin goes with revoke (meter session list "
+		                    "shows the admins' with the others)");
+		return EXIT_USAGE;
+	}
+	PGconn *c = connect_or_log();
+	if (c == NULL)
+		return 1;
+	if (session_revoking) {
+		long ended = 0;
+		bool ok = sessions_revoke(c, v[0].set ? v[0].str : NULL, &ended, err, sizeof err);
+		PQfinish(c);
+		if (!ok) {
+			log_error("session revoke: %s", err);
+			return 1;
+		}
+		fprintf(stderr, "meter: %ld session(s) and link(s) of %s%s ended\n", ended,
+		        v[0].set ? "account " : "the admins", v[0].set ? v[0].str : "");
+		return 0;
+	}
+	struct session_info *ss = NULL;
+	size_t n = 0;
+	bool ok = sessions_list(c, v[0].set ? v[0].str : NULL, &ss, &n, err, sizeof err);
+	PQfinish(c);
+	if (!ok) {
+		log_error("session list: %s", err);
+		return 1;
+	}
+	if (v[2].set) {
+		cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "sessions");
+		for (size_t i = 0; i < n; i++) {
+			cJSON *e = cJSON_CreateObject();
+			cJSON_AddStringToObject(e, "kind", ss[i].kind);
+			if (ss[i].account[0])
+				cJSON_AddStringToObject(e, "account_id", ss[i].account);
+			else
+				cJSON_AddNullToObject(e, "account_id");
+			if (ss[i].key_id)
+				cJSON_AddNumberToObject(e, "key_id", (double)ss[i].key_id);
+			else
+				cJSON_AddNullToObject(e, "key_id");
+			db_json_time(e, "created_at", ss[i].created_us);
+			db_json_time(e, "expires_at", ss[i].expires_us);
+			cJSON_AddItemToArray(arr, e);
+		}
+		free(ss);
+		return print_json(o);
+	}
+	printf("%-8s %-20s %-8s %-21s %s\n", "KIND", "ACCOUNT", "KEY", "CREATED", "EXPIRES");
+	for (size_t i = 0; i < n; i++) {
+		char t[2][METER_TIME_BUF], key[24] = "-";
+		time_or_dash(ss[i].created_us, t[0], sizeof t[0]);
+		time_or_dash(ss[i].expires_us, t[1], sizeof t[1]);
+		if (ss[i].key_id)
+			snprintf(key, sizeof key, "%lld", (long long)ss[i].key_id);
+		printf("%-8s %-20s %-8s %-21s %s\n", ss[i].kind,
+		       ss[i].account[0] ? ss[i].account : "(admin)", key, t[0], t[1]);
+	}
+	free(ss);
+	return 0;
+}
+
 /* ---- export ---- */
 
 static const struct opt_def export_opts[] = {
@@ -608,8 +694,9 @@ static const struct verb verbs[] = {
         {"migrate", "usage: meter migrate [--dir DIR]\napplies the migrations not yet applied",
          migrate_opts, NOPTS(migrate_opts), run_migrate},
         {"key",
-         "usage: meter key create --admin | --account ID | meter key list [--json] | meter key "
-         "revoke ID\nprints a new API key, once; lists the keys; revokes one",
+         "usage: meter key create --admin | --account ID | --hook [--account ID] | meter key "
+         "list [--json] | meter key revoke ID\nprints a new API key, once; lists the keys; revokes "
+         "one",
          key_opts, NOPTS(key_opts), run_key_create},
         {"plan",
          "usage: meter plan list [--json] | meter plan add --name N --effective-from TIME "
@@ -632,6 +719,11 @@ static const struct verb verbs[] = {
          "usage: meter invoice --account ID --month YYYY-MM [--format json|csv|html]\n"
          "the invoice of a month (a draft, from the rollups)",
          invoice_opts, NOPTS(invoice_opts), run_invoice},
+        {"session",
+         "usage: meter session list [--account ID] [--json] | meter session revoke "
+         "--account ID | --admin\nthe live dashboard sessions and unused login links; "
+         "ends an account's (or the admins') at once",
+         session_opts, NOPTS(session_opts), run_session},
         {"parked",
          "usage: meter parked | meter parked retry ID | meter parked retry --all\n"
          "the sandboxes the rollup set aside, with why; retry wakes them after a fix",
@@ -717,6 +809,23 @@ int main(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			first = 3;
+		}
+		if (strcmp(vb->name, "session") == 0) {
+			const char *action = argc < 3 ? "" : argv[2];
+			if (strcmp(action, "--help") == 0 || strcmp(action, "-h") == 0) {
+				action = "list"; /* its usage, from verb_opts */
+				first = 2;
+			} else if (strcmp(action, "list") != 0 && strcmp(action, "revoke") != 0) {
+				log_error("session: unknown action%s%s (expected: session list or "
+				          "session revoke)",
+				          argc < 3 ? "" : " ", action);
+				return EXIT_USAGE;
+			}
+			session_revoking = strcmp(action, "revoke") == 0;
+			if (first == 2 && strcmp(argv[2], "list") == 0)
+				first = 3;
+			else if (first == 2 && argc >= 3 && strcmp(argv[2], "revoke") == 0)
+				first = 3;
 		}
 		if (strcmp(vb->name, "parked") == 0 && argc >= 3 && argv[2][0] != '-') {
 			if (strcmp(argv[2], "retry") != 0) {

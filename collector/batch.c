@@ -7,11 +7,12 @@
 #include "meter/timefmt.h"
 
 /* Longest row: two ids, a host, a time, seven numbers and the end flag. */
-#define ROW_MAX (2 * CG_ID_MAX + 256 + METER_TIME_BUF + 7 * 21 + 24)
+#define ROW_MAX (2 * CG_ID_MAX + 256 + METER_TIME_BUF + 7 * 21 + 40)
 
 /* How a row ends: its ended field, not ended or ended. */
-#define NOT_ENDED "\t\\N\n"
-#define ENDED     "\tt\n"
+/* ended and end_cpu: NULL and NULL, or true and how its CPU is known */
+#define NOT_ENDED "\t\\N\t\\N\n"
+#define ENDED     "\tt\t"
 
 /* Formatting by hand: a round formats thousands of rows. */
 static char *put_str(char *p, const char *s)
@@ -103,24 +104,24 @@ bool batch_add(struct batch *b, const char *sandbox, const char *account, int64_
 	return true;
 }
 
-void batch_mark_end(struct batch *b)
+void batch_mark_end(struct batch *b, enum end_cpu how)
 {
 	size_t n = sizeof NOT_ENDED - 1;
 	if (b->len < n || memcmp(b->buf + b->len - n, NOT_ENDED, n) != 0)
 		return;
-	b->len -= n;
-	memcpy(b->buf + b->len, ENDED, sizeof ENDED - 1);
-	b->len += sizeof ENDED - 1;
+	/* ROW_MAX left room for the longest name */
+	char *p = put_str(b->buf + b->len - n, ENDED);
+	p = put_str(p, end_cpu_name(how));
+	*p++ = '\n';
+	b->len = (size_t)(p - b->buf);
 }
 
-/* Whether the row [row, end) ends its incarnation. */
 static bool row_ends(const char *row, const char *end)
 {
-	size_t n = sizeof ENDED - 1;
-	return (size_t)(end - row) >= n && memcmp(end - n, ENDED, n) == 0;
+	size_t n = sizeof NOT_ENDED - 1;
+	return (size_t)(end - row) < n || memcmp(end - n, NOT_ENDED, n) != 0;
 }
 
-/* The length of a row's key: its text up to the second tab. */
 static size_t key_len(const char *row, const char *end)
 {
 	const char *t = memchr(row, '\t', (size_t)(end - row));

@@ -16,13 +16,21 @@
 #include <stdint.h>
 
 #include "collector/cgroup.h"
+#include "collector/ends.h"
 
 #define BATCH_COLUMNS                                                                              \
 	"sandbox_id, incarnation, ts, account_id, host, cpu_usage_us, memory_current_bytes, "      \
 	"memory_peak_bytes, memory_anon_kernel_bytes, memory_limit_bytes, cpu_limit_millicores, "  \
+	"ended, end_cpu"
+
+/* The columns of meter_sample_row, and of batches written before end_cpu was
+ * one (spool records of an older collector). */
+#define BATCH_COLUMNS_12                                                                           \
+	"sandbox_id, incarnation, ts, account_id, host, cpu_usage_us, memory_current_bytes, "      \
+	"memory_peak_bytes, memory_anon_kernel_bytes, memory_limit_bytes, cpu_limit_millicores, "  \
 	"ended"
 
-/* The columns of batches written before ended was one (spool records of an older collector). */
+/* And before ended was one. */
 #define BATCH_COLUMNS_OLD                                                                          \
 	"sandbox_id, incarnation, ts, account_id, host, cpu_usage_us, memory_current_bytes, "      \
 	"memory_peak_bytes, memory_anon_kernel_bytes, memory_limit_bytes, cpu_limit_millicores"
@@ -41,9 +49,10 @@ bool batch_add(struct batch *b, const char *sandbox, const char *account, int64_
 
 /*
  * Marks the last row added as the end of its incarnation (ended = true: its
- * cgroup emptied, or went away). Nothing when the batch is empty.
+ * cgroup emptied, or went away), with how its CPU counter is known (end_cpu,
+ * collector/ends.h). Nothing when the batch is empty.
  */
-void batch_mark_end(struct batch *b);
+void batch_mark_end(struct batch *b, enum end_cpu how);
 
 /*
  * Keeps only the last row of each sandbox incarnation (the first two

@@ -263,6 +263,37 @@ static bool parse_signed(const char *buf, size_t len, int64_t *out)
 	return cg_parse_int(buf, len, out);
 }
 
+/* CPU usage in µs from cpu.stat (v2) or cpuacct.usage (v1, ns). */
+static bool parse_cpu(const char *buf, size_t len, bool v2, int64_t *us)
+{
+	if (v2)
+		return cg_parse_keyed(buf, len, "usage_usec", us);
+	int64_t ns;
+	if (!cg_parse_int(buf, len, &ns))
+		return false;
+	*us = ns / 1000;
+	return true;
+}
+
+enum cg_status cg_read_cpu_fd(int fd, bool v2, int64_t *us)
+{
+	char buf[512];
+	ssize_t n = read_file(fd, buf, sizeof buf);
+	if (n < 0)
+		return cg_gone_errno(errno) ? CG_GONE : CG_ERROR;
+	return parse_cpu(buf, (size_t)n, v2, us) ? CG_OK : CG_BADDATA;
+}
+
+enum cg_status cg_read_cpu(const struct cg_handle *h, int64_t *us)
+{
+	return cg_read_cpu_fd(h->fd[CG_CPU], h->cpu_v2, us);
+}
+
+int cg_open_cpu(const struct cg_layout *l, const char *rel, bool v2)
+{
+	return v2 ? open_in(l->v2, rel, "cpu.stat") : open_in(l->cpuacct, rel, "cpuacct.usage");
+}
+
 enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **which_file)
 {
 	static const char *const names[CG_NFILES] = {
@@ -299,13 +330,7 @@ enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **w
 		bool ok = true;
 		switch (f) {
 		case CG_CPU:
-			if (h->cpu_v2) {
-				ok = cg_parse_keyed(buf, len, "usage_usec", &out.cpu_usage_us);
-			} else {
-				int64_t ns;
-				ok = cg_parse_int(buf, len, &ns);
-				out.cpu_usage_us = ns / 1000;
-			}
+			ok = parse_cpu(buf, len, h->cpu_v2, &out.cpu_usage_us);
 			break;
 		case CG_MEM_CUR:
 			ok = cg_parse_int(buf, len, &out.mem_current);

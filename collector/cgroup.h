@@ -125,6 +125,24 @@ void cg_init(struct cg_handle *h);
  */
 enum cg_status cg_read(struct cg_handle *h, struct cg_reading *r, const char **which_file);
 
+/*
+ * CPU usage alone, one pread: what a sandbox that just emptied needs first,
+ * before its runtime removes the cgroup (collector.c, on_emptied).
+ */
+enum cg_status cg_read_cpu(const struct cg_handle *h, int64_t *us);
+
+/*
+ * The CPU file of the cgroup at rel ("" for the hierarchy's root): cpu.stat
+ * when v2, else cpuacct.usage; an open descriptor, or -1 with errno. A
+ * sandbox's parent keeps the CPU of the children removed from it, and the
+ * collector reads it to learn a removed sandbox's last interval
+ * (docs/collector.md, "The end").
+ */
+int cg_open_cpu(const struct cg_layout *l, const char *rel, bool v2);
+
+/* Reads such a file (v2: cpu.stat, else cpuacct.usage) into µs. */
+enum cg_status cg_read_cpu_fd(int fd, bool v2, int64_t *us);
+
 /* The next cg_read reads every file: a sandbox's last reading, when it emptied. */
 void cg_read_all_next(struct cg_handle *h);
 

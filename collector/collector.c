@@ -17,6 +17,7 @@
 #include "common/db.h"
 #include "common/ids.h"
 #include "common/log.h"
+#include "meter/checked.h"
 
 #define HOLDER_EVENTS (IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_ONLYDIR)
 
@@ -56,13 +57,17 @@ bool collector_init(struct collector *c, const struct collector_config *cfg, cha
 		          "rescan every --rescan, and emptied ones sampled at the next round",
 		          strerror(errno));
 	if (cfg->spool_path) {
-		if (!spool_open(&c->spool, cfg->spool_path, cfg->spool_max, err, errlen))
+		if (!spool_open(&c->spool, cfg->spool_path, cfg->spool_max, cfg->spool_key, err,
+		                errlen))
 			goto fail;
 		c->have_spool = true;
+		c->cfg.spool_key = NULL; /* the spool has its copy; the caller's may go */
 		if (c->spool.records)
 			log_info("spool \"%s\" holds %zu batches from before; they go first",
 			         cfg->spool_path, c->spool.records);
 	}
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	c->ncpu = ncpu > 0 && ncpu < 65536 ? (int)ncpu : 1;
 	struct rlimit rl;
 	c->files_max = SIZE_MAX;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
@@ -88,10 +93,99 @@ fail:
 	return false;
 }
 
+/* The parent folder of rel: all of it up to its last '/', or "" (the root). */
+static size_t parent_len(const char *rel)
+{
+	const char *slash = strrchr(rel, '/');
+	return slash ? (size_t)(slash - rel) : 0;
+}
+
 /*
- * Lets go of a sandbox whose cgroup went away. Unless its final sample (taken
- * when it emptied) ended it already, its end is now: one more row with the
- * last counter read, marked as the end (rule 9).
+ * Puts sb in the list of its parent folder's sandboxes, the parent opened
+ * first when it is new (add_sandbox then reads them).
+ */
+static void join_parent(struct collector *c, struct sandbox *sb)
+{
+	size_t n = parent_len(sb->rel);
+	struct parent *p = NULL;
+	for (size_t i = 0; i < c->nparents && !p; i++)
+		if (c->parents[i]->v2 == sb->h.cpu_v2 && strlen(c->parents[i]->rel) == n &&
+		    memcmp(c->parents[i]->rel, sb->rel, n) == 0)
+			p = c->parents[i];
+	if (p == NULL) {
+		if (c->nparents == c->capparents) {
+			size_t cap = c->capparents ? c->capparents * 2 : 16;
+			struct parent **np = realloc(c->parents, cap * sizeof *np);
+			if (np == NULL)
+				goto no_parent;
+			c->parents = np;
+			c->capparents = cap;
+		}
+		p = calloc(1, sizeof *p + n + 1);
+		if (p == NULL)
+			goto no_parent;
+		memcpy(p->rel, sb->rel, n);
+		p->v2 = sb->h.cpu_v2;
+		p->fd = cg_open_cpu(&c->layout, p->rel, p->v2);
+		if (p->fd >= 0)
+			c->files_open++;
+		else if (errno != ENOENT)
+			log_warn("could not open the CPU counter of \"%s\": %s; the last interval "
+			         "of a sandbox removed before its final sample is then its last "
+			         "reading",
+			         p->rel[0] ? p->rel : "/", strerror(errno));
+		c->parents[c->nparents++] = p;
+	}
+	sb->parent = p;
+	sb->sibling = p->first;
+	p->first = sb;
+	return;
+no_parent:
+	log_error("sandbox %s: out of memory for its parent folder; not sampled", sb->id);
+}
+
+/* Takes sb out of its parent's list; the parent goes with its last sandbox. */
+static void leave_parent(struct collector *c, struct sandbox *sb)
+{
+	struct parent *p = sb->parent;
+	if (p == NULL)
+		return;
+	for (struct sandbox **at = &p->first; *at; at = &(*at)->sibling)
+		if (*at == sb) {
+			*at = sb->sibling;
+			break;
+		}
+	sb->parent = NULL;
+	if (p->first)
+		return;
+	if (p->fd >= 0) {
+		close(p->fd);
+		c->files_open--;
+	}
+	for (size_t i = 0; i < c->nparents; i++)
+		if (c->parents[i] == p) {
+			c->parents[i] = c->parents[--c->nparents];
+			break;
+		}
+	free(p);
+}
+
+/* Closes the files of a sandbox that is gone (the struct stays until retired). */
+static void close_files(struct collector *c, struct sandbox *sb)
+{
+	if (sb->events_wd >= 0)
+		inotify_rm_watch(c->inotify_fd, sb->events_wd);
+	sb->events_wd = -1;
+	c->files_open -= (size_t)cg_files_open(&sb->h);
+	cg_close(&sb->h);
+}
+
+/*
+ * Lets go of a sandbox whose cgroup went away (or was moved) and whose last
+ * counter is known. Unless its final sample (taken when it emptied) ended it
+ * already, its end is now: one more row with the last counter read, marked as
+ * the end (rule 9). Its parent then counts that counter as its own: the
+ * sandbox's CPU stays in the parent's counter.
  */
 static void retire(struct collector *c, size_t i)
 {
@@ -99,19 +193,26 @@ static void retire(struct collector *c, size_t i)
 	log_info("sandbox %s (account %s, incarnation %lld) retired: its cgroup is gone", sb->id,
 	         sb->account[0] ? sb->account : "unknown", (long long)sb->h.inode);
 	if (!sb->final_taken && sb->has_last) {
-		if (batch_add(&c->batch, sb->id, sb->account, sb->h.inode, clock_now_us(),
-		              c->cfg.host, &sb->last)) {
-			batch_mark_end(&c->batch);
+		/* lost without a parent to ask: the last reading, which may be short */
+		enum end_cpu how = sb->lost ? END_LAST : END_READ;
+		if (batch_add(&c->batch, sb->id, sb->account, sb->h.inode,
+		              sb->lost ? sb->gone_at : clock_now_us(), c->cfg.host, &sb->last)) {
+			batch_mark_end(&c->batch, how);
 			c->stats.ends++;
+			c->stats.ends_by[how]++;
 			c->stats.samples++; /* a row like the others */
 		} else {
 			log_error("sandbox %s: its end is lost: out of memory", sb->id);
 		}
 	}
-	if (sb->events_wd >= 0)
-		inotify_rm_watch(c->inotify_fd, sb->events_wd);
-	c->files_open -= (size_t)cg_files_open(&sb->h);
-	cg_close(&sb->h);
+	if (sb->parent && sb->parent->settled) {
+		if (sb->based && sb->has_last)
+			sb->parent->low += sb->last.cpu_usage_us;
+		else
+			sb->parent->settled = false;
+	}
+	close_files(c, sb);
+	leave_parent(c, sb);
 	free(sb);
 	c->sandboxes[i] = c->sandboxes[--c->nsandboxes];
 	c->stats.retired++;
@@ -125,6 +226,13 @@ void collector_free(struct collector *c)
 		free(sb);
 	}
 	free(c->sandboxes);
+	while (c->nparents) {
+		struct parent *p = c->parents[--c->nparents];
+		if (p->fd >= 0)
+			close(p->fd);
+		free(p);
+	}
+	free(c->parents);
 	free(c->holders);
 	matcher_free(c->matcher);
 	if (c->inotify_fd >= 0)
@@ -154,31 +262,218 @@ static size_t index_of(struct collector *c, const struct sandbox *sb)
 	return i;
 }
 
-/* Takes one sample into the batch. False when the sandbox was retired. */
-static bool sample(struct collector *c, struct sandbox *sb)
+/* Its cgroup went before its last counter was read: its end waits for its
+ * parent's next settle, which the caller makes before it returns. */
+static void lose(struct collector *c, struct sandbox *sb, int64_t when)
+{
+	if (!sb->lost) {
+		sb->lost = true;
+		sb->gone_at = when;
+	} else if (when < sb->gone_at) {
+		sb->gone_at = when;
+	}
+	close_files(c, sb);
+}
+
+/*
+ * Takes one sample into the batch: CG_OK, CG_GONE when its cgroup went (the
+ * sandbox is then lost), or the error (logged, its last reading kept).
+ */
+static enum cg_status sample(struct collector *c, struct sandbox *sb)
 {
 	struct cg_reading r;
 	const char *file = NULL;
+	if (sb->lost)
+		return CG_GONE;
 	enum cg_status st = cg_read(&sb->h, &r, &file);
 	int64_t ts = clock_now_us();
 	if (st == CG_GONE) {
-		retire(c, index_of(c, sb));
-		return false;
+		lose(c, sb, ts);
+		return st;
 	}
 	if (st != CG_OK) {
 		c->stats.read_errors++;
 		log_warn("sandbox %s: could not read %s of \"%s\": %s", sb->id, file ? file : "?",
 		         sb->rel, st == CG_BADDATA ? "unexpected contents" : strerror(errno));
-		return true;
+		return st;
 	}
 	if (!batch_add(&c->batch, sb->id, sb->account, sb->h.inode, ts, c->cfg.host, &r)) {
 		log_error("sandbox %s: sample dropped: out of memory", sb->id);
-		return true;
+		return CG_OK;
 	}
+	sb->rate = -1;
+	if (sb->has_last && ts > sb->last_ts && r.cpu_usage_us >= sb->last.cpu_usage_us)
+		sb->rate = (int64_t)((meter_i128)(r.cpu_usage_us - sb->last.cpu_usage_us) *
+		                     1000000 / (ts - sb->last_ts));
 	sb->last = r;
+	sb->last_ts = ts;
 	sb->has_last = true;
 	c->stats.samples++;
-	return true;
+	return CG_OK;
+}
+
+/*
+ * The ends of p's sandboxes that went unread, from what p's counter gained
+ * (collector/ends.h): each gets one more row, at when it was seen to empty
+ * or go, marked as the end with how its counter is known, and is retired.
+ */
+static void end_lost(struct collector *c, struct parent *p, int64_t unclaimed)
+{
+	size_t n = 0;
+	for (struct sandbox *sb = p->first; sb; sb = sb->sibling)
+		n += sb->lost && !sb->final_taken;
+	struct end_share *e = n ? calloc(n, sizeof *e) : NULL;
+	if (n && e == NULL)
+		unclaimed = -1; /* out of memory: the last readings, one at a time below */
+	size_t k = 0;
+	for (struct sandbox *sb = p->first; sb && e; sb = sb->sibling)
+		if (sb->lost && !sb->final_taken) {
+			e[k].base = sb->based ? sb->base : sb->last.cpu_usage_us;
+			e[k].rate = sb->rate;
+			e[k].elapsed_us = sb->gone_at - (sb->based ? sb->base_ts : sb->last_ts);
+			k++;
+		}
+	if (e)
+		ends_share(e, n, unclaimed, p->busy, c->ncpu);
+	k = 0;
+	for (struct sandbox *sb = p->first, *next; sb; sb = next) {
+		next = sb->sibling;
+		if (!sb->lost)
+			continue;
+		if (!sb->final_taken && sb->has_last) {
+			struct cg_reading r = sb->last;
+			enum end_cpu how = e ? e[k].how : END_LAST;
+			if (e && e[k].cpu > r.cpu_usage_us)
+				r.cpu_usage_us = e[k].cpu;
+			k++;
+			if (batch_add(&c->batch, sb->id, sb->account, sb->h.inode, sb->gone_at,
+			              c->cfg.host, &r)) {
+				batch_mark_end(&c->batch, how);
+				c->stats.ends++;
+				c->stats.ends_by[how]++;
+				c->stats.samples++;
+			} else {
+				log_error("sandbox %s: its end is lost: out of memory", sb->id);
+			}
+			log_msg(how == END_PARENT ? LOG_INFO : LOG_WARN,
+			        "sandbox %s (account %s, incarnation %lld) went before its final "
+			        "sample: its last interval, %lld µs of CPU, %s",
+			        sb->id, sb->account[0] ? sb->account : "unknown",
+			        (long long)sb->h.inode,
+			        (long long)(r.cpu_usage_us - sb->last.cpu_usage_us),
+			        how == END_PARENT ? "from its parent's counter (exact)"
+			        : how == END_ESTIMATED
+			                ? "estimated: a share of its parent's counter, with others "
+			                  "that went at once, or its parent ran CPU of its own"
+			                : "not known: its parent's counter could not be read; "
+			                  "billed "
+			                  "to its last reading");
+		} else if (!sb->final_taken) {
+			k += e != NULL;
+		}
+		sb->final_taken = true; /* its end is written: retire adds none */
+		sb->has_last = false;   /* and its parent forgets it (settle starts anew) */
+		retire(c, index_of(c, sb));
+	}
+	free(e);
+}
+
+/*
+ * Reads p and its sandboxes: p's CPU counter before and after them, and each
+ * sandbox's: a sample in a round, the counter alone (no row) when one went in
+ * between. What p's counter gained since the last settle that no sandbox
+ * still there accounts for is the CPU of those that went unread in between
+ * (end_lost); that aside, low and width are set anew.
+ */
+static void settle(struct collector *c, struct parent *p, bool round)
+{
+	int64_t p1 = 0, p2 = 0;
+	bool have = p->fd >= 0 && cg_read_cpu_fd(p->fd, p->v2, &p1) == CG_OK;
+	bool sure = have;
+	for (struct sandbox *sb = p->first; sb; sb = sb->sibling) {
+		enum cg_status st;
+		if (round || !sb->has_last) {
+			st = sample(c, sb);
+			sb->now_cpu = sb->last.cpu_usage_us;
+			sb->now_ts = sb->last_ts;
+		} else {
+			/* between rounds (one went): the counter alone, no row */
+			st = sb->lost ? CG_GONE : cg_read_cpu(&sb->h, &sb->now_cpu);
+			sb->now_ts = clock_now_us();
+			if (st == CG_GONE)
+				lose(c, sb, sb->now_ts);
+		}
+		if (st != CG_OK && st != CG_GONE)
+			sure = false; /* its counter now is not known */
+	}
+	have = have && cg_read_cpu_fd(p->fd, p->v2, &p2) == CG_OK;
+	int64_t alive = 0, claimed = 0, children = 0;
+	size_t lost = 0;
+	for (struct sandbox *sb = p->first; sb; sb = sb->sibling) {
+		children++;
+		if (!sb->lost) {
+			alive += sb->now_cpu;
+			sure = sure && sb->has_last;
+		} else if (sb->final_taken) {
+			claimed += sb->last.cpu_usage_us; /* read after it emptied */
+		} else {
+			claimed += sb->base;
+			lost++;
+		}
+		if (sb->lost && !sb->based)
+			sure = false; /* not in the last settle: its CPU was nobody's */
+	}
+	bool known = have && sure && p->settled;
+	int64_t unclaimed = known ? p2 - alive - claimed - p->low : -1;
+	if (known && unclaimed < 0)
+		unclaimed = 0; /* the counters' rounding to the microsecond */
+	if (known && lost == 0) {
+		/* Nothing went: what p gained beyond its sandboxes' CPU during the two
+		 * readings is its own (processes in it, cgroups not followed), and it
+		 * would be shared with the next to go. Each counter's rounding to the
+		 * microsecond, and what ran after a final sample, are far below a
+		 * millisecond. */
+		p->busy = unclaimed - p->width - (p2 - p1) > 1000 + children;
+	}
+	if (lost)
+		end_lost(c, p, unclaimed);
+	else
+		for (struct sandbox *sb = p->first, *next; sb; sb = next) {
+			next = sb->sibling;
+			if (sb->lost) /* final sample taken already */
+				retire(c, index_of(c, sb));
+		}
+	/* p may be gone with its last sandbox */
+	for (size_t i = 0; i < c->nparents; i++)
+		if (c->parents[i] == p)
+			goto there;
+	return;
+there:
+	p->settled = have && sure;
+	if (!p->settled)
+		return;
+	p->low = p1 - alive;
+	p->width = p2 - p1;
+	for (struct sandbox *sb = p->first; sb; sb = sb->sibling) {
+		sb->base = sb->now_cpu;
+		sb->base_ts = sb->now_ts;
+		sb->based = true;
+	}
+}
+
+/* Settles every parent with a sandbox lost: none outlives the step that lost it. */
+static void settle_lost(struct collector *c)
+{
+	for (size_t i = c->nparents; i-- > 0;) {
+		if (i >= c->nparents)
+			continue;
+		struct parent *p = c->parents[i];
+		for (struct sandbox *sb = p->first; sb; sb = sb->sibling)
+			if (sb->lost) {
+				settle(c, p, false);
+				break;
+			}
+	}
 }
 
 /*
@@ -243,12 +538,18 @@ static void add_sandbox(struct collector *c, const char *rel, const char *id, co
 		unreadable(c, rel);
 		return;
 	}
-	if (old && old->h.inode == (int64_t)st.st_ino) {
+	if (old && !old->lost && old->h.inode == (int64_t)st.st_ino) {
 		old->seen = true;
 		return;
 	}
-	if (old) /* made again under the same name while we did not look */
-		retire(c, index_of(c, old));
+	if (old) { /* made again under the same name while we did not look */
+		struct parent *p = old->parent;
+		lose(c, old, clock_now_us());
+		if (p)
+			settle(c, p, false);
+		else
+			retire(c, index_of(c, old));
+	}
 	if (!room_for_one(c, id))
 		return;
 	if (c->nsandboxes == c->capsandboxes) {
@@ -303,8 +604,29 @@ static void add_sandbox(struct collector *c, const char *rel, const char *id, co
 			         id, path, strerror(errno));
 	}
 	c->sandboxes[c->nsandboxes++] = sb;
+	sb->rate = -1;
 	log_info("sandbox %s (account %s, incarnation %lld) found at \"%s\"", id,
 	         account[0] ? account : "unknown", (long long)sb->h.inode, rel);
+	/* Its first sample now: a sandbox that ends before the next round is still
+	 * billed (its end follows a reading), and its parent counts its CPU as its
+	 * from here; a parent new (or unsure) is read around it (settle). */
+	join_parent(c, sb);
+	struct parent *p = sb->parent;
+	if (p && p->settled && sample(c, sb) == CG_OK && sb->has_last) {
+		sb->base = sb->last.cpu_usage_us;
+		sb->base_ts = sb->last_ts;
+		sb->based = true;
+		p->low -= sb->base;
+	} else if (p && p->fd >= 0 && !p->settled) {
+		settle(c, p, false); /* may retire sb: lost at once */
+	} else if (p && !p->settled) {
+		if (sample(c, sb) == CG_GONE)
+			settle(c, p, false); /* its end: the last reading (its parent has no counter) */
+	} else if (p) {
+		settle(c, p, false); /* it could not be read: lost, or its parent is unsure now */
+	} else if (sample(c, sb) == CG_GONE) {
+		retire(c, index_of(c, sb));
+	}
 }
 
 static void add_holder(struct collector *c, const char *rel)
@@ -414,21 +736,47 @@ void collector_scan(struct collector *c)
 	/* Not seen below an unreadable folder is not gone: inotify still retires
 	 * what is removed there, and the next scan that reads it. */
 	for (size_t i = c->nsandboxes; i-- > 0;)
-		if (!c->sandboxes[i]->seen && !below_unreadable(c, c->sandboxes[i]->rel)) {
+		if (!c->sandboxes[i]->seen && !c->sandboxes[i]->lost &&
+		    !below_unreadable(c, c->sandboxes[i]->rel)) {
 			/* One last look before letting go: the files may still answer. */
 			struct sandbox *sb = c->sandboxes[i];
-			if (sample(c, sb))
+			if (sample(c, sb) == CG_OK)
 				retire(c, index_of(c, sb));
 		}
+	settle_lost(c); /* those whose files did not */
 	c->rescan_wanted = false;
 }
 
+/*
+ * cgroup.events of sb changed: when it says populated 0, the last processes
+ * left, and its final sample ends the incarnation (rule 9). A runtime removes
+ * the cgroup right then, so its CPU counter, the figure billed, is read first,
+ * before anything else (one pread); when the cgroup is gone before even that,
+ * its parent tells its last interval (settle).
+ */
 static void on_emptied(struct collector *c, struct sandbox *sb, bool *flush)
 {
+	int64_t cpu = -1;
+	int64_t when = clock_now_us();
+	enum cg_status st = CG_OK;
+	if (sb->lost)
+		st = CG_GONE;
+	else if (sb->has_emptied_cpu) /* read as the event came in (collector_events) */
+		cpu = sb->emptied_cpu, when = sb->emptied_at;
+	else if (!sb->final_taken)
+		st = cg_read_cpu(&sb->h, &cpu);
+	sb->has_emptied_cpu = false;
 	int populated = 1;
-	enum cg_status st = cg_read_populated(&sb->h, &c->layout, sb->rel, &populated);
+	if (st == CG_OK)
+		st = cg_read_populated(&sb->h, &c->layout, sb->rel, &populated);
 	if (st == CG_GONE) {
-		retire(c, index_of(c, sb));
+		struct parent *p = sb->parent;
+		lose(c, sb, when);
+		*flush = true;
+		if (p)
+			settle(c, p, false);
+		else
+			retire(c, index_of(c, sb));
 		return;
 	}
 	if (st != CG_OK) {
@@ -445,18 +793,76 @@ static void on_emptied(struct collector *c, struct sandbox *sb, bool *flush)
 	}
 	if (sb->final_taken)
 		return;
-	/* The last processes left: sample now, before the cgroup can be removed; that
-	 * sample ends the incarnation (rule 9). */
+	/* The last processes left: the rest of its figures, fresh; gone by now, the
+	 * counter read first is its last (it was read after the event). */
 	size_t rows = c->batch.rows;
-	cg_read_all_next(&sb->h); /* its last figures, fresh */
-	if (sample(c, sb)) {
-		if (c->batch.rows > rows)
-			batch_mark_end(&c->batch);
+	cg_read_all_next(&sb->h);
+	st = sample(c, sb);
+	if (st == CG_GONE && sb->has_last && cpu >= sb->last.cpu_usage_us) {
+		struct cg_reading r = sb->last;
+		r.cpu_usage_us = cpu;
+		if (batch_add(&c->batch, sb->id, sb->account, sb->h.inode, when, c->cfg.host, &r)) {
+			sb->last = r;
+			st = CG_OK;
+		}
+	}
+	if (st == CG_OK) {
+		if (c->batch.rows > rows) {
+			batch_mark_end(&c->batch, END_READ);
+			c->stats.ends_by[END_READ]++;
+		}
 		sb->final_taken = true;
 		c->stats.final_samples++;
 		c->stats.ends++;
 		log_info("sandbox %s emptied: final sample taken, its end", sb->id);
 		*flush = true;
+	}
+	if (sb->lost) {
+		struct parent *p = sb->parent;
+		if (!sb->final_taken)
+			sb->gone_at = when;
+		if (p)
+			settle(c, p, false);
+		else
+			retire(c, index_of(c, sb));
+	}
+}
+
+/* The sandbox whose cgroup.events the watch wd is on, or NULL. */
+static struct sandbox *of_events(struct collector *c, int wd)
+{
+	for (size_t i = 0; i < c->nsandboxes; i++)
+		if (c->sandboxes[i]->events_wd == wd)
+			return c->sandboxes[i];
+	return NULL;
+}
+
+/*
+ * Before anything else, the CPU counter of every sandbox whose cgroup.events
+ * changed in these events: each may have emptied, and its runtime is removing
+ * its cgroup. When many end at once, reading them one pread each first wins
+ * more of those races than handling them one by one (on_emptied then uses
+ * these readings).
+ */
+static void read_emptied_first(struct collector *c, const char *buf, ssize_t n)
+{
+	for (const char *p = buf; p < buf + n;) {
+		const struct inotify_event *ev = (const struct inotify_event *)(const void *)p;
+		p += sizeof *ev + ev->len;
+		if (!(ev->mask & IN_MODIFY))
+			continue;
+		struct sandbox *sb = of_events(c, ev->wd);
+		if (sb == NULL || sb->lost || sb->final_taken || sb->has_emptied_cpu)
+			continue;
+		int64_t cpu;
+		enum cg_status st = cg_read_cpu(&sb->h, &cpu);
+		if (st == CG_OK) {
+			sb->emptied_cpu = cpu;
+			sb->emptied_at = clock_now_us();
+			sb->has_emptied_cpu = true;
+		} else if (st == CG_GONE) {
+			lose(c, sb, clock_now_us());
+		}
 	}
 }
 
@@ -470,6 +876,7 @@ void collector_events(struct collector *c)
 			continue;
 		if (n <= 0)
 			break;
+		read_emptied_first(c, buf, n);
 		for (char *p = buf; p < buf + n;) {
 			/* the buffer is aligned for it; the cast goes through void * so that
 			 * -Wcast-align, which sees only char *, has nothing to say */
@@ -480,11 +887,9 @@ void collector_events(struct collector *c)
 				c->rescan_wanted = true;
 				continue;
 			}
-			/* cgroup.events of a sandbox */
-			struct sandbox *sb = NULL;
-			for (size_t i = 0; i < c->nsandboxes && !sb; i++)
-				if (c->sandboxes[i]->events_wd == ev->wd)
-					sb = c->sandboxes[i];
+			/* cgroup.events of a sandbox (one lost by read_emptied_first has no
+			 * watch left: its end is settled below, with its parent's) */
+			struct sandbox *sb = of_events(c, ev->wd);
 			if (sb) {
 				if (ev->mask & IN_IGNORED)
 					sb->events_wd = -1;
@@ -510,22 +915,36 @@ void collector_events(struct collector *c)
 				visit(c, child, true, 1);
 			} else if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) {
 				struct sandbox *gone = collector_find(c, child);
-				if (gone && sample(c, gone))
+				if (gone && sample(c, gone) == CG_OK)
 					retire(c, index_of(c, gone));
+				else if (gone && gone->lost && gone->parent) {
+					settle(c, gone->parent, false);
+					flush = true;
+				} else if (gone && gone->lost) {
+					retire(c, index_of(c, gone));
+				}
 			}
 		}
 	}
+	settle_lost(c);
 	if (c->rescan_wanted)
 		collector_scan(c);
 	if (flush)
-		collector_flush(c);
+		c->flush_wanted = true;
 }
 
 void collector_round(struct collector *c)
 {
 	c->stats.rounds++;
+	/* settle may free a parent (and move the last into its place: one done) */
+	for (size_t i = c->nparents; i-- > 0;)
+		if (i < c->nparents)
+			settle(c, c->parents[i], true);
+	/* a sandbox without a parent (out of memory when it was found) */
 	for (size_t i = c->nsandboxes; i-- > 0;)
-		sample(c, c->sandboxes[i]);
+		if (i < c->nsandboxes && c->sandboxes[i]->parent == NULL &&
+		    sample(c, c->sandboxes[i]) == CG_GONE)
+			retire(c, i);
 }
 
 static bool send_batch(void *ctx, const char *data, size_t len, char *err, size_t errlen)
@@ -586,6 +1005,7 @@ static void keep_thinned(struct collector *c, size_t rows, const char *why)
 
 bool collector_flush(struct collector *c)
 {
+	c->flush_wanted = false;
 	char err[1024];
 	size_t rows = c->batch.rows;
 	bool spool_waiting = c->have_spool && c->spool.records > 0;

@@ -18,6 +18,7 @@
 
 #include "collector/batch.h"
 #include "collector/cgroup.h"
+#include "collector/ends.h"
 #include "collector/match.h"
 #include "collector/spool.h"
 
@@ -32,8 +33,15 @@
 #define COLLECTOR_FD_RESERVE 64
 /* The most files taking in one sandbox holds at once: all it keeps, and
  * cgroup.events for a moment. A sandbox is taken only while these fit. */
-#define COLLECTOR_FILES_MOST (CG_NFILES + 1)
+#define COLLECTOR_FILES_MOST (CG_NFILES + 2) /* and its parent's CPU file */
 #define COLLECTOR_UNREAD_MAX 8
+/*
+ * Ends are written at once, but not while more events come: sandboxes often
+ * end many at once (a job's workers), and a write blocks the collector for
+ * the database's round trips, while the runtimes remove the cgroups of those
+ * still to be read. The write waits until inotify has been quiet this long.
+ */
+#define COLLECTOR_QUIET_MS 25
 
 struct collector_config {
 	const char *root;
@@ -45,7 +53,12 @@ struct collector_config {
 	const char *db_url;     /* NULL: common/db.h's choice */
 	const char *db_role;    /* role to write as; "" for the session's */
 	bool send_twice;        /* a fault for tests: every batch is written twice */
+	/* NULL: unsigned spool records (MSP1); else the key they are signed with
+	 * (MSP2), copied by collector_init */
+	const struct spool_key *spool_key;
 };
+
+struct parent;
 
 struct sandbox {
 	const char *id;      /* stored after rel */
@@ -56,9 +69,37 @@ struct sandbox {
 	bool frozen;            /* frozen by collector/enforce.c */
 	bool seen;              /* found by the running rescan */
 	bool has_last;          /* last holds a reading */
+	bool lost;              /* its cgroup went before its last counter was read */
+	bool based;             /* base holds its counter at its parent's last settle */
 	struct cg_reading last; /* its last reading, for the end when it goes away */
+	int64_t last_ts;        /* when last was read */
+	int64_t rate;           /* CPU µs a second between its last two readings; -1: unknown */
+	int64_t base, base_ts;  /* its counter in its parent's last settle, and when read */
+	int64_t now_cpu, now_ts; /* scratch of a settle: its counter, and when read */
+	int64_t gone_at;        /* lost: when it was seen to empty or go */
+	bool has_emptied_cpu;   /* emptied_cpu holds its counter read as cgroup.events changed */
+	int64_t emptied_cpu, emptied_at;
+	struct parent *parent;   /* the folder it is in */
+	struct sandbox *sibling; /* the next sandbox of that folder */
 	/* Its path, then its id and account, each as long as it is: a thousand
 	 * sandboxes with room for the longest of each held 1.2 MiB that nothing used. */
+	char rel[];
+};
+
+/*
+ * The folder sandboxes are in, whose CPU counter keeps what its removed
+ * children used (collector/ends.h). Each round reads it before and after its
+ * sandboxes (settle): low is then what of its counter no sandbox still there
+ * accounts for, at the least (the children removed so far, and anything else
+ * that ran in it); width, how much the counter moved during the reading.
+ */
+struct parent {
+	int fd;       /* its CPU file, or -1: its sandboxes' ends are their last readings */
+	bool v2;      /* cpu.stat rather than cpuacct.usage */
+	bool settled; /* low and width hold a reading */
+	bool busy;    /* its last reading showed CPU no sandbox of it accounts for */
+	int64_t low, width;
+	struct sandbox *first; /* its sandboxes */
 	char rel[];
 };
 
@@ -71,6 +112,7 @@ struct collector_stats {
 	uint64_t rounds, samples, written, duplicates, spooled_batches, thinned_batches,
 	        refused_batches;
 	uint64_t final_samples, retired, read_errors, ends;
+	uint64_t ends_by[END_LAST + 1]; /* by how their CPU is known (collector/ends.h) */
 	size_t unsampled; /* sandboxes the last scan found but had no files left for */
 };
 
@@ -83,12 +125,17 @@ struct collector {
 	size_t nholders, capholders;
 	struct sandbox **sandboxes;
 	size_t nsandboxes, capsandboxes;
+	struct parent **parents;
+	size_t nparents, capparents;
+	int ncpu; /* online CPUs: the most CPU a sandbox can use in a second, in seconds */
 	struct batch batch;
 	bool have_spool;
 	struct spool spool;
 	PGconn *db;
 	bool rescan_wanted; /* inotify overflowed */
-	bool in_scan;       /* collector_scan() is walking */
+	/* Ends are in the batch: flush once inotify is quiet for COLLECTOR_QUIET_MS. */
+	bool flush_wanted;
+	bool in_scan; /* collector_scan() is walking */
 	/* Folders the running scan could not read: sandboxes below them are not
 	 * retired by it (not seen is not gone). Past COLLECTOR_UNREAD_MAX, none is. */
 	char unread[COLLECTOR_UNREAD_MAX][CG_PATH_MAX];
@@ -113,7 +160,11 @@ void collector_free(struct collector *c);
  */
 void collector_scan(struct collector *c);
 
-/* Handles what inotify has (call when its fd is readable; never blocks). */
+/*
+ * Handles what inotify has (call when its fd is readable; never blocks). When
+ * it took ends, flush_wanted is set: the caller flushes once inotify has been
+ * quiet for COLLECTOR_QUIET_MS.
+ */
 void collector_events(struct collector *c);
 
 /* Samples every sandbox into the batch. */

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "collector/collector.h"
+#include "common/clock.h"
 #include "collector/enforce.h"
 #include "common/log.h"
 #include "common/opts.h"
@@ -32,6 +33,7 @@ enum {
 	O_INTERVAL,
 	O_SPOOL,
 	O_SPOOL_MAX,
+	O_SPOOL_KEY,
 	O_HOST,
 	O_LAYOUT,
 	O_RESCAN,
@@ -58,6 +60,10 @@ static const struct opt_def opts[O_N] = {
         [O_SPOOL_MAX] = {"spool-max-mib", OPT_DECIMAL, 3, 1, 1048576000, "256",
                          "METER_SPOOL_MAX_MIB", false,
                          "bound of the spool file, in MiB (to a thousandth)"},
+        [O_SPOOL_KEY] = {"spool-key", OPT_STRING, 0, 0, 0, NULL, "METER_SPOOL_KEY_FILE", false,
+                         "file holding this host's key (32 to 1024 bytes, mode 600): spool "
+                         "records are signed with it (HMAC-SHA256) and only those that verify "
+                         "are sent (default: unsigned, CRC-checked records)"},
         [O_HOST] = {"host-id", OPT_STRING, 0, 0, 0, NULL, "METER_HOST_ID", false,
                     "host id written with every sample (default: the host name)"},
         [O_LAYOUT] = {"layout", OPT_STRING, 0, 0, 0, "auto", "METER_CGROUP_LAYOUT", false,
@@ -83,13 +89,6 @@ static const char usage[] =
         "[--spool PATH] [options]\n"
         "samples sandbox cgroups into PostgreSQL (DATABASE_URL)";
 
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* A thousand sandboxes keep about eight thousand files open. */
 static void raise_nofile(void)
 {
@@ -110,13 +109,18 @@ static void summary(const struct collector *c)
 		         " (and %zu at the last scan not sampled: the open file limit)",
 		         s->unsampled);
 	log_info("stopping: %llu rounds, %llu samples (%llu written, %llu already there, %llu "
-	         "final, %llu ends), %llu batches spooled, %llu thinned, %llu refused, %zu "
+	         "final, %llu ends: %llu read, %llu from the parent, %llu estimated, %llu the "
+	         "last reading), %llu batches spooled, %llu thinned, %llu refused, %zu "
 	         "sandboxes%s",
 	         (unsigned long long)s->rounds, (unsigned long long)s->samples,
 	         (unsigned long long)s->written, (unsigned long long)s->duplicates,
 	         (unsigned long long)s->final_samples, (unsigned long long)s->ends,
-	         (unsigned long long)s->spooled_batches, (unsigned long long)s->thinned_batches,
-	         (unsigned long long)s->refused_batches, c->nsandboxes, waiting);
+	         (unsigned long long)s->ends_by[END_READ],
+	         (unsigned long long)s->ends_by[END_PARENT],
+	         (unsigned long long)s->ends_by[END_ESTIMATED],
+	         (unsigned long long)s->ends_by[END_LAST], (unsigned long long)s->spooled_batches,
+	         (unsigned long long)s->thinned_batches, (unsigned long long)s->refused_batches,
+	         c->nsandboxes, waiting);
 }
 
 /*
@@ -177,6 +181,16 @@ int main(int argc, char **argv)
 	char frozen_file[CG_PATH_MAX + 16] = "";
 	if (v[O_SPOOL].str[0])
 		snprintf(frozen_file, sizeof frozen_file, "%s.frozen", v[O_SPOOL].str);
+	/* Read before anything else can fail: a key that cannot be used stops the start. */
+	struct spool_key key;
+	bool keyed = v[O_SPOOL_KEY].set && v[O_SPOOL_KEY].str[0];
+	if (keyed && !spool_key_load(v[O_SPOOL_KEY].str, &key, err, sizeof err)) {
+		log_error("--spool-key: %s", err);
+		return 2;
+	}
+	if (keyed)
+		log_info("spool \"%s\": records signed with the key in \"%s\"", v[O_SPOOL].str,
+		         v[O_SPOOL_KEY].str);
 	/* A database that does not answer must not stall sampling for long. */
 	setenv("PGCONNECT_TIMEOUT", "5", 0);
 	raise_nofile();
@@ -188,11 +202,15 @@ int main(int argc, char **argv)
 	        .host = host,
 	        .spool_path = v[O_SPOOL].str,
 	        .spool_max = v[O_SPOOL_MAX].num * 1024 * 1024 / 1000,
+	        .spool_key = keyed ? &key : NULL,
 	        .send_twice = v[O_TWICE].set,
 	        .db_url = NULL,
 	        .db_role = v[O_ROLE].str,
 	};
-	if (!collector_init(&c, &cfg, err, sizeof err)) {
+	bool started = collector_init(&c, &cfg, err, sizeof err);
+	if (keyed)
+		spool_key_clear(&key); /* the spool keeps its own copy */
+	if (!started) {
 		log_error("%s", err);
 		return 2;
 	}
@@ -206,8 +224,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	collector_scan(&c);
-	collector_round(&c);
+	collector_scan(&c); /* which samples every sandbox it finds: the first round */
 	bool ok = collector_flush(&c);
 	if (v[O_ONCE].set) {
 		summary(&c);
@@ -221,16 +238,21 @@ int main(int argc, char **argv)
 	        .it_value = {(time_t)(interval / 1000000), (long)(interval % 1000000) * 1000},
 	};
 	timerfd_settime(tfd, 0, &its, NULL);
-	int64_t next_rescan = mono_us() + rescan;
+	int64_t next_rescan = clock_us(CLOCK_MONOTONIC) + rescan;
 
 	for (;;) {
 		struct pollfd p[3] = {
 		        {sfd, POLLIN, 0}, {c.inotify_fd, POLLIN, 0}, {tfd, POLLIN, 0}};
-		if (poll(p, 3, -1) < 0) {
+		int ready = poll(p, 3, c.flush_wanted ? COLLECTOR_QUIET_MS : -1);
+		if (ready < 0) {
 			if (errno == EINTR)
 				continue;
 			log_error("poll failed: %s", strerror(errno));
 			break;
+		}
+		if (ready == 0) { /* quiet since ends were taken: write them */
+			collector_flush(&c);
+			continue;
 		}
 		if (p[0].revents) {
 			struct signalfd_siginfo si;
@@ -247,9 +269,9 @@ int main(int argc, char **argv)
 			if (read(tfd, &expirations, sizeof expirations) > 0 && expirations > 1)
 				log_warn("%llu rounds late: sampling took longer than --interval",
 				         (unsigned long long)(expirations - 1));
-			if (mono_us() >= next_rescan || c.rescan_wanted) {
+			if (clock_us(CLOCK_MONOTONIC) >= next_rescan || c.rescan_wanted) {
 				collector_scan(&c);
-				next_rescan = mono_us() + rescan;
+				next_rescan = clock_us(CLOCK_MONOTONIC) + rescan;
 			}
 			collector_round(&c);
 			collector_flush(&c);

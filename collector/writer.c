@@ -13,7 +13,7 @@
 	"ts timestamptz, account_id text, host text, cpu_usage_us bigint, "                        \
 	"memory_current_bytes bigint, memory_peak_bytes bigint, "                                  \
 	"memory_anon_kernel_bytes bigint, memory_limit_bytes bigint, "                             \
-	"cpu_limit_millicores bigint, ended boolean) ON COMMIT DROP"
+	"cpu_limit_millicores bigint, ended boolean, end_cpu text) ON COMMIT DROP"
 
 /*
  * On Citus, the connections to the workers this session keeps between its
@@ -39,16 +39,10 @@
  */
 #define LOCK_WAIT "5s"
 
-#define COPY_PIECE ((size_t)8192)
+#define WITH_END_CPU                                                                               \
+	"SELECT to_regprocedure('meter_samples_ingest(meter_sample_row[], text[])') IS NOT NULL"
 
-static bool exec_ok(PGconn *c, const char *sql, ExecStatusType want, const char *what, char *err,
-                    size_t errlen)
-{
-	PGresult *r = PQexec(c, sql);
-	bool ok = db_check(r, want, what, err, errlen);
-	PQclear(r);
-	return ok;
-}
+#define COPY_PIECE ((size_t)8192)
 
 bool writer_write(PGconn *c, const char *role, const char *data, size_t len, long *inserted,
                   char *err, size_t errlen)
@@ -63,21 +57,28 @@ bool writer_write(PGconn *c, const char *role, const char *data, size_t len, lon
 		err[strcspn(err, "\n")] = '\0';
 		return false;
 	}
+	/* and whether the database takes each end's end_cpu (migration 0042): a
+	 * database not yet migrated gets the rows alone */
 	snprintf(sql, sizeof sql,
 	         CACHED_CONNECTIONS "BEGIN; SET LOCAL lock_timeout = '" LOCK_WAIT
-	                            "'; %s%s%s" STAGING,
+	                            "'; %s%s%s" STAGING "; " WITH_END_CPU,
 	         q ? "SET LOCAL ROLE " : "", q ? q : "", q ? "; " : "");
 	PQfreemem(q);
-	if (!exec_ok(c, sql, PGRES_COMMAND_OK, "could not prepare to write samples", err, errlen))
+	r = PQexec(c, sql);
+	if (!db_check(r, PGRES_TUPLES_OK, "could not prepare to write samples", err, errlen))
 		goto out;
-	/* A spool record of an older collector has no ended field: 11, not 12. */
+	bool with_end_cpu = PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+	PQclear(r);
+	r = NULL;
+	/* A spool record of an older collector has no end_cpu field (12, not 13),
+	 * or neither it nor ended (11). */
 	const char *nl = memchr(data, '\n', len);
 	size_t tabs = 0;
 	for (const char *p = data; p < (nl ? nl : data + len); p++)
 		tabs += *p == '\t';
-	bool old = tabs == 10;
-	r = PQexec(c, old ? "COPY meter_staging (" BATCH_COLUMNS_OLD ") FROM STDIN"
-	                  : "COPY meter_staging (" BATCH_COLUMNS ") FROM STDIN");
+	r = PQexec(c, tabs == 10   ? "COPY meter_staging (" BATCH_COLUMNS_OLD ") FROM STDIN"
+	              : tabs == 11 ? "COPY meter_staging (" BATCH_COLUMNS_12 ") FROM STDIN"
+	                           : "COPY meter_staging (" BATCH_COLUMNS ") FROM STDIN");
 	if (!db_check(r, PGRES_COPY_IN, "could not start COPY", err, errlen))
 		goto out;
 	PQclear(r);
@@ -106,8 +107,12 @@ bool writer_write(PGconn *c, const char *role, const char *data, size_t len, lon
 	/* meter_samples_ingest (migrations/functions/) inserts the batch, leaving out samples
 	 * already there (a batch sent twice), and marks the rollup queue in the same
 	 * statement; the count it inserted comes back with the COMMIT's result. */
-	if (!PQsendQuery(c, "SELECT meter_samples_ingest(array_agg(ROW(" BATCH_COLUMNS
-	                    ")::meter_sample_row)) FROM meter_staging; COMMIT")) {
+	if (!PQsendQuery(c, with_end_cpu
+	                            ? "SELECT meter_samples_ingest(array_agg(ROW(" BATCH_COLUMNS_12
+	                              ")::meter_sample_row), array_agg(end_cpu)) FROM "
+	                              "meter_staging; COMMIT"
+	                            : "SELECT meter_samples_ingest(array_agg(ROW(" BATCH_COLUMNS_12
+	                              ")::meter_sample_row)) FROM meter_staging; COMMIT")) {
 		snprintf(err, errlen, "could not insert samples: %s", PQerrorMessage(c));
 		err[strcspn(err, "\n")] = '\0';
 		goto out;

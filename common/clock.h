@@ -8,13 +8,20 @@
 #include <stdint.h>
 #include <time.h>
 
+/* The clock id in µs (CLOCK_MONOTONIC for intervals, CLOCK_BOOTTIME for
+ * /proc/uptime's). */
+static inline int64_t clock_us(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 /* The wall clock (CLOCK_REALTIME) in µs since the Unix epoch: what samples,
  * stops and months are stamped and reckoned by. */
 static inline int64_t clock_now_us(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	return clock_us(CLOCK_REALTIME);
 }
 
 #endif

@@ -47,8 +47,8 @@ static bool random_key(char key[KEY_LEN + 1], char *err, size_t errlen)
 	return key_random_hex(key + 3, err, errlen);
 }
 
-bool key_create(PGconn *c, const char *account_id, char key[KEY_LEN + 1], int64_t *id, char *err,
-                size_t errlen)
+bool key_create(PGconn *c, const char *role, const char *account_id, char key[KEY_LEN + 1],
+                int64_t *id, char *err, size_t errlen)
 {
 	char fresh[KEY_LEN + 1], shown[KEY_SHOWN_CHARS + 1];
 	if (!random_key(fresh, err, errlen))
@@ -57,7 +57,7 @@ bool key_create(PGconn *c, const char *account_id, char key[KEY_LEN + 1], int64_
 	shown[KEY_SHOWN_CHARS] = '\0';
 	if (account_id && db_account_exists(c, account_id, err, errlen) <= 0)
 		return false;
-	const char *params[] = {fresh, shown, account_id ? "account" : "admin", account_id};
+	const char *params[] = {fresh, shown, role, account_id};
 	PGresult *r =
 	        PQexecParams(c,
 	                     "INSERT INTO api_keys (key_hash, shown, role, account_id) "
@@ -122,16 +122,27 @@ bool key_revoke(PGconn *c, int64_t id, bool *found, char *err, size_t errlen)
 	char ids[24];
 	snprintf(ids, sizeof ids, "%lld", (long long)id);
 	const char *params[] = {ids};
-	/* One statement, one transaction: the key and its sessions go together. A key
-	 * revoked before keeps its time (set only where there is none: Citus evaluates
-	 * now() apart, never beside a column as coalesce(revoked_at, now()) would). */
-	PGresult *r = PQexecParams(c,
-	                           "WITH k AS (SELECT id FROM api_keys WHERE id = $1), "
-	                           "u AS (UPDATE api_keys SET revoked_at = now() "
-	                           "WHERE id = $1 AND revoked_at IS NULL), "
-	                           "s AS (DELETE FROM sessions WHERE key_id = $1) "
-	                           "SELECT count(*) FROM k",
-	                           1, NULL, params, NULL, NULL, 0);
+	/* One statement, one transaction: the key and its sessions go together, and
+	 * with the last key unrevoked of its account (or of the admins) the sessions
+	 * links opened there, which no key stands behind (common/sessions.h). A key
+	 * revoked before keeps its time (set only where there is none: Citus
+	 * evaluates now() apart, never beside a column as coalesce(revoked_at, now())
+	 * would). */
+	PGresult *r = PQexecParams(
+	        c,
+	        "WITH k AS (SELECT id, account_id FROM api_keys WHERE id = $1), "
+	        "u AS (UPDATE api_keys SET revoked_at = now() "
+	        "WHERE id = $1 AND revoked_at IS NULL), "
+	        "s AS (DELETE FROM sessions WHERE key_id = $1), "
+	        "l AS (DELETE FROM sessions x USING k WHERE x.key_id IS NULL "
+	        "AND x.account_id IS NOT DISTINCT FROM k.account_id "
+	        "AND x.role = CASE WHEN k.account_id IS NULL THEN 'admin' ELSE 'account' END "
+	        "AND NOT EXISTS (SELECT 1 FROM api_keys o WHERE o.id <> $1 AND o.revoked_at IS "
+	        "NULL "
+	        "AND o.account_id IS NOT DISTINCT FROM k.account_id "
+	        "AND o.role = CASE WHEN k.account_id IS NULL THEN 'admin' ELSE 'account' END)) "
+	        "SELECT count(*) FROM k",
+	        1, NULL, params, NULL, NULL, 0);
 	bool ok = db_check(r, PGRES_TUPLES_OK, "could not revoke the key", err, errlen);
 	if (ok)
 		*found = strcmp(PQgetvalue(r, 0, 0), "1") == 0;

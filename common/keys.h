@@ -20,19 +20,20 @@
 #define KEY_SHOWN_CHARS 11
 
 /*
- * Makes a key: an admin key when account_id is NULL, else a key for that
- * account. Writes the key (KEY_LEN + 1 bytes) and its row id. On failure
- * (no such account, database error) writes err and stores nothing.
+ * Makes a key of role "admin" (account_id NULL), "account" (for account_id)
+ * or "hook" (quota checks, sandbox registrations and stops; of account_id
+ * alone when not NULL). Writes the key (KEY_LEN + 1 bytes) and its row id. On
+ * failure (no such account, database error) writes err and stores nothing.
  */
-bool key_create(PGconn *c, const char *account_id, char key[KEY_LEN + 1], int64_t *id, char *err,
-                size_t errlen);
+bool key_create(PGconn *c, const char *role, const char *account_id, char key[KEY_LEN + 1],
+                int64_t *id, char *err, size_t errlen);
 
 /* A key as listed: never the key itself. Times in µs since the epoch, -1 for none. */
 struct key_info {
 	int64_t id;
 	char shown[KEY_SHOWN_CHARS + 1];
-	char role[8];      /* "admin" or "account" */
-	char account[160]; /* "" for an admin key */
+	char role[8];      /* "admin", "account" or "hook" */
+	char account[160]; /* "" for an admin key, and a hook key of every account */
 	int64_t created_us, last_used_us, revoked_us;
 };
 

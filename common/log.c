@@ -56,8 +56,32 @@ static void vlog(enum log_level level, const char *fmt, va_list ap)
 	}
 	if (n < 0 || (size_t)n >= sizeof line)
 		n = 0;
-	vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-	fprintf(stderr, "%s\n", line);
+	char msg[2048], out[sizeof line];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	/* One line a message, whatever it quotes: a newline is written \n and any
+	 * other control character \xHH (a newline in a cgroup's name, an escape
+	 * sequence), so nothing a name holds can forge a line of its own or drive
+	 * a terminal. */
+	size_t at = (size_t)n, len = strlen(msg);
+	while (len && (msg[len - 1] == '\n' || msg[len - 1] == '\r'))
+		msg[--len] = '\0'; /* a libpq message ends in one */
+	memcpy(out, line, at);
+	for (const unsigned char *p = (const unsigned char *)msg; *p && at + 5 < sizeof out; p++) {
+		if (*p == '\n') {
+			out[at++] = '\\';
+			out[at++] = 'n';
+		} else if (*p < 0x20 || *p == 0x7f) {
+			static const char hex[] = "0123456789abcdef";
+			out[at++] = '\\';
+			out[at++] = 'x';
+			out[at++] = hex[*p >> 4];
+			out[at++] = hex[*p & 15];
+		} else {
+			out[at++] = (char)*p;
+		}
+	}
+	out[at] = '\0';
+	fprintf(stderr, "%s\n", out);
 }
 
 void log_msg(enum log_level level, const char *fmt, ...)

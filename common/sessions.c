@@ -1,6 +1,7 @@
 #include "common/sessions.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/db.h"
@@ -16,13 +17,19 @@ static bool token_ok(const char *t)
 	return true;
 }
 
+int session_ttl(int64_t key_id)
+{
+	return key_id > 0 ? SESSION_TTL_S : LINK_SESSION_TTL_S;
+}
+
 bool session_create(PGconn *c, const char *kind, const char *account, int64_t key_id,
                     char token[TOKEN_LEN + 1], char *err, size_t errlen)
 {
 	char t[TOKEN_LEN + 1], ttl[16], kid[24];
 	if (!key_random_hex(t, err, errlen))
 		return false;
-	snprintf(ttl, sizeof ttl, "%d", strcmp(kind, "link") == 0 ? LINK_TTL_S : SESSION_TTL_S);
+	snprintf(ttl, sizeof ttl, "%d",
+	         strcmp(kind, "link") == 0 ? LINK_TTL_S : session_ttl(key_id));
 	snprintf(kid, sizeof kid, "%lld", (long long)key_id);
 	if (account && db_account_exists(c, account, err, errlen) <= 0)
 		return false;
@@ -93,4 +100,62 @@ bool session_delete(PGconn *c, const char *token, char *err, size_t errlen)
 	bool ok = db_check(r, PGRES_COMMAND_OK, "could not end the session", err, errlen);
 	PQclear(r);
 	return ok;
+}
+
+bool sessions_revoke(PGconn *c, const char *account, long *ended, char *err, size_t errlen)
+{
+	if (account && db_account_exists(c, account, err, errlen) <= 0)
+		return false;
+	const char *p[] = {account};
+	PGresult *r =
+	        PQexecParams(c,
+	                     "WITH d AS (DELETE FROM sessions WHERE account_id IS NOT DISTINCT "
+	                     "FROM $1::text AND role = CASE WHEN $1::text IS NULL THEN "
+	                     "'admin' ELSE 'account' END RETURNING kind, used_at, expires_at) "
+	                     "SELECT count(*) FILTER (WHERE expires_at > now() AND "
+	                     "(kind = 'session' OR used_at IS NULL)) FROM d",
+	                     1, NULL, p, NULL, NULL, 0);
+	bool ok = db_check(r, PGRES_TUPLES_OK, "could not end the sessions", err, errlen);
+	if (ok)
+		*ended = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	return ok;
+}
+
+bool sessions_list(PGconn *c, const char *account, struct session_info **out, size_t *n, char *err,
+                   size_t errlen)
+{
+	*out = NULL;
+	*n = 0;
+	const char *p[] = {account};
+	PGresult *r = PQexecParams(
+	        c,
+	        "SELECT kind, coalesce(account_id, ''), coalesce(key_id, 0), "
+	        "(extract(epoch FROM created_at) * 1000000)::bigint, "
+	        "(extract(epoch FROM expires_at) * 1000000)::bigint FROM sessions "
+	        "WHERE expires_at > now() AND (kind = 'session' OR used_at IS NULL) "
+	        "AND ($1::text IS NULL OR account_id = $1::text) ORDER BY created_at DESC, kind",
+	        1, NULL, p, NULL, NULL, 0);
+	bool ok = db_check(r, PGRES_TUPLES_OK, "could not list the sessions", err, errlen);
+	int rows = ok ? PQntuples(r) : 0;
+	struct session_info *s = ok ? calloc((size_t)rows + 1, sizeof *s) : NULL;
+	if (ok && s == NULL) {
+		snprintf(err, errlen, "could not list the sessions: out of memory");
+		ok = false;
+	}
+	for (int i = 0; ok && i < rows; i++) {
+		snprintf(s[i].kind, sizeof s[i].kind, "%s", PQgetvalue(r, i, 0));
+		snprintf(s[i].account, sizeof s[i].account, "%s", PQgetvalue(r, i, 1));
+		s[i].key_id = strtoll(PQgetvalue(r, i, 2), NULL, 10);
+		s[i].created_us = strtoll(PQgetvalue(r, i, 3), NULL, 10);
+		s[i].expires_us = strtoll(PQgetvalue(r, i, 4), NULL, 10);
+	}
+	PQclear(r);
+	if (!ok) {
+		free(s);
+		return false;
+	}
+	*out = s;
+	*n = (size_t)rows;
+	return true;
 }

@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/db.h"
 #include "common/keys.h"
+#include "common/netallow.h"
 #include "meter/decimal.h"
 
 const char *const webhook_event_names[WEBHOOK_EVENTS] = {
@@ -44,7 +46,48 @@ const char *webhook_url_problem(const char *url)
 		if (*p == '#')
 			return "holds a fragment (#), which is never sent";
 	}
+	/* the authority: [user[:pass]@]host[:port] */
+	const char *auth = url + scheme;
+	size_t alen = strcspn(auth, "/?");
+	if (memchr(auth, '@', alen))
+		return "holds credentials (user:pass@), which would be sent and shown: the receiver "
+		       "checks the signature instead";
+	char host[256];
+	size_t hlen = strcspn(auth, ":/?");
+	if (auth[0] == '[') { /* [v6]:port */
+		const char *close = memchr(auth, ']', alen);
+		hlen = close ? (size_t)(close - auth) + 1 : 0;
+	}
+	if (hlen == 0 || hlen >= sizeof host)
+		return "has no host it can be sent to";
+	memcpy(host, auth, hlen);
+	host[hlen] = '\0';
+	size_t ln = strlen("localhost");
+	const char *kind = net_forbidden_host(host, webhook_allow());
+	if (kind == NULL && hlen >= ln && strcasecmp(host + hlen - ln, "localhost") == 0 &&
+	    (hlen == ln || host[hlen - ln - 1] == '.'))
+		kind = "loopback"; /* a name only this machine gives an address */
+	if (kind) {
+		static _Thread_local char why[200];
+		snprintf(why, sizeof why,
+		         "points at a %s address, which webhooks may not reach (allow it with "
+		         "--webhook-allow CIDR)",
+		         kind);
+		return why;
+	}
 	return "";
+}
+
+static struct net_allow allow_list;
+
+void webhook_allow_set(const struct net_allow *a)
+{
+	allow_list = *a;
+}
+
+const struct net_allow *webhook_allow(void)
+{
+	return &allow_list;
 }
 
 /* The bytes a base64 text stands for; -1 when it is not base64. */

@@ -40,9 +40,18 @@ unsigned webhook_event_bit(const char *name);
 
 /*
  * Why url cannot be an endpoint's ("" when it can): http or https, a host,
- * at most WEBHOOK_URL_MAX bytes, no spaces, control bytes or fragment.
+ * at most WEBHOOK_URL_MAX bytes, no spaces, control bytes or fragment, no
+ * credentials (user:pass@, which would be sent and shown), and no host
+ * written as an address a webhook may not reach (common/netallow.h). The
+ * text is static, or the calling thread's until its next call.
  */
 const char *webhook_url_problem(const char *url);
+
+/* The addresses webhooks may reach beyond the public ones (meter-api sets it
+ * once, from --webhook-allow, before any thread sends or checks one). */
+struct net_allow;
+void webhook_allow_set(const struct net_allow *a);
+const struct net_allow *webhook_allow(void);
 
 /*
  * Writes "v1,<base64 HMAC-SHA256>" of id "." timestamp "." body into out

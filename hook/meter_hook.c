@@ -63,7 +63,8 @@ static const struct opt_def opts[O_N] = {
         [O_URL] = {"api-url", OPT_STRING, 0, 0, 0, "http://127.0.0.1:8080", "METER_API_URL", false,
                    "meter-api's address"},
         [O_KEY_FILE] = {"key-file", OPT_STRING, 0, 0, 0, NULL, "METER_API_KEY_FILE", false,
-                        "a file holding an admin key, readable by its owner only (else the key "
+                        "a file holding a hook key (meter key create --hook), readable by its "
+                        "owner only (else the key "
                         "in METER_API_KEY)"},
         [O_TIMEOUT] = {"timeout", OPT_DURATION, 0, 100000, 60000000, "5s", "METER_HOOK_TIMEOUT",
                        false, "the longest the hook waits for meter"},
@@ -217,7 +218,7 @@ static int not_done(const struct api *a, const char *what, const struct reply *r
 	if (r->status >= 500)
 		return unreachable(a->url, why);
 	if (r->status == 401 || r->status == 403)
-		say("%s: the key is not an admin key meter accepts: %s", what, why);
+		say("%s: the key is not a hook or admin key meter accepts: %s", what, why);
 	else
 		say("%s: meter answered %ld: %s", what, r->status, why);
 	return EXIT_NO_METER;
@@ -331,8 +332,8 @@ static bool read_key(const char *file, char *auth, size_t len)
 		snprintf(key, sizeof key, "%s", getenv("METER_API_KEY"));
 	}
 	if (!key[0]) {
-		say("no API key: set METER_API_KEY_FILE (or --key-file) to a file holding an admin "
-		    "key, or METER_API_KEY");
+		say("no API key: set METER_API_KEY_FILE (or --key-file) to a file holding a hook "
+		    "key (meter key create --hook), or METER_API_KEY");
 		return false;
 	}
 	snprintf(auth, len, "Authorization: Bearer %s", key);
@@ -380,7 +381,7 @@ static int oci(const struct api *a, const struct opt_val *v)
 	free(state);
 	if (!ok) {
 		say("oci: %s", err);
-		return EXIT_NO_METER;
+		return t.conflict ? EXIT_REFUSED : EXIT_NO_METER;
 	}
 	if (t.phase == OCI_RELEASE)
 		return release(a, t.sandbox, v[O_JSON].set);

@@ -86,6 +86,23 @@ bool oci_config_target(const char *config, const cJSON *state_ann, struct matche
 		if (matcher_classify(m, path, id, account) != MATCH_SANDBOX)
 			id[0] = account[0] = '\0';
 	}
+	/* The path the collector meters decides: annotations may only say the same
+	 * (or name an account the pattern does not). Whoever sets annotations
+	 * (docker run --annotation, a pod's) must not admit, bill or release in
+	 * another account's name. */
+	const char *differs = id[0] && sb && strcmp(sb, id) != 0                 ? "sandbox"
+	                      : account[0] && acct && strcmp(acct, account) != 0 ? "account"
+	                                                                         : NULL;
+	if (differs) {
+		t->conflict = true;
+		snprintf(err, errlen,
+		         "container %s: the annotation meter.%s \"%s\" is not the %s of its cgroup "
+		         "path \"%s\" (\"%s\"), which the collector meters: refused, nothing done",
+		         t->container[0] ? t->container : "?", differs,
+		         strcmp(differs, "sandbox") == 0 ? sb : acct, differs, path,
+		         strcmp(differs, "sandbox") == 0 ? id : account);
+		goto out;
+	}
 	snprintf(t->account, sizeof t->account, "%s", acct ? acct : account);
 	snprintf(t->sandbox, sizeof t->sandbox, "%s", sb ? sb : id);
 	if (!t->sandbox[0]) {

@@ -5,10 +5,11 @@
  * (ociVersion, id, status, pid, bundle, annotations). The bundle's
  * config.json says where the container's cgroup is (linux.cgroupsPath) and
  * its limits (linux.resources.cpu.quota / period, linux.resources.memory.
- * limit). The account and sandbox come from the annotations meter.account
- * and meter.sandbox when they are set, else from the cgroup path matched
- * against the collector's pattern (collector/match.h), so the sandbox the
- * hook admits is the one the collector meters. The size is the limits:
+ * limit). The account and sandbox come from the cgroup path matched against
+ * the collector's pattern (collector/match.h), so the sandbox the hook admits
+ * is the one the collector meters; the annotations meter.account and
+ * meter.sandbox name them when the path does not (a runtime's own cgroup
+ * names), and must agree with it when it does: else the hook refuses. The size is the limits:
  * vCPUs = quota / period and GiB = limit / 2^30, each rounded up to the
  * thousandth meter keeps.
  */
@@ -36,13 +37,15 @@ struct oci_target {
 	char sandbox[160];
 	int64_t vcpus_milli;  /* 0 when the config sets no CPU quota */
 	int64_t memory_milli; /* thousandths of a GiB; 0 when it sets no memory limit */
+	bool conflict; /* refused: the annotations name another sandbox or account than the path */
 };
 
 /*
  * Reads state (the JSON on stdin, len bytes) and the bundle's config.json
  * it names into t. False with one line in err for state that is not the
  * runtime's, a status neither hook runs at, a config that cannot be read,
- * or no sandbox named by annotation or path. The size is checked only by
+ * no sandbox named by annotation or path, or annotations that name another
+ * sandbox or account than the path (t->conflict: a refusal, exit 1). The size is checked only by
  * the caller, and only to admit.
  */
 bool oci_read(const char *state, size_t len, struct matcher *m, struct oci_target *t, char *err,

@@ -376,25 +376,46 @@ static const char *statement_end(const char *sql)
 	return p;
 }
 
-/* Runs one file's SQL; false with err naming it and the line that failed. */
+/*
+ * Runs one file's SQL, statement by statement in the caller's transaction;
+ * false with err naming it and the line that failed. One statement at a time
+ * because Citus passes the text of a command it forwards to its workers, and
+ * a text of several commands is refused there ("cannot insert multiple
+ * commands into a prepared statement").
+ */
 static bool run_sql(PGconn *c, const char *label, const char *sql, char *err, size_t errlen)
 {
-	char what[512];
-	PGresult *r = PQexec(c, sql);
-	ExecStatusType st = PQresultStatus(r);
-	bool ok = r != NULL &&
-	          (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK || st == PGRES_EMPTY_QUERY);
-	if (!ok) {
-		int line =
-		        line_of(sql, r ? PQresultErrorField(r, PG_DIAG_STATEMENT_POSITION) : NULL);
-		if (line)
-			snprintf(what, sizeof what, "%s failed at line %d", label, line);
-		else
-			snprintf(what, sizeof what, "%s failed", label);
-		db_check(r, PGRES_COMMAND_OK, what, err, errlen);
+	for (const char *at = sql; *at;) {
+		const char *end = statement_end(at);
+		char *one = strndup(at, (size_t)(end - at));
+		if (one == NULL) {
+			snprintf(err, errlen, "%s: out of memory", label);
+			return false;
+		}
+		PGresult *r = PQexec(c, one);
+		ExecStatusType st = PQresultStatus(r);
+		bool ok = r != NULL && (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ||
+		                        st == PGRES_EMPTY_QUERY);
+		if (!ok) {
+			char what[512];
+			int line = line_of(
+			        one, r ? PQresultErrorField(r, PG_DIAG_STATEMENT_POSITION) : NULL);
+			if (line) {
+				for (const char *p = sql; p < at; p++)
+					line += *p == '\n';
+				snprintf(what, sizeof what, "%s failed at line %d", label, line);
+			} else {
+				snprintf(what, sizeof what, "%s failed", label);
+			}
+			db_check(r, PGRES_COMMAND_OK, what, err, errlen);
+		}
+		PQclear(r);
+		free(one);
+		if (!ok)
+			return false;
+		at = end;
 	}
-	PQclear(r);
-	return ok;
+	return true;
 }
 
 /*
@@ -445,6 +466,15 @@ static bool apply(PGconn *c, const struct mfile *f, const struct mfile *funcs, s
 	bool ok = false, unchecked = false;
 	if (!db_exec(c, "BEGIN", err, errlen))
 		return false;
+	/* Under Citus, a command on a distributed type (ALTER TYPE) is refused after
+	 * a parallel one on a distributed table in the same transaction: a
+	 * migration's commands go over one connection per node instead. */
+	if (!db_exec(c,
+	             "DO $$BEGIN IF EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') "
+	             "THEN PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', "
+	             "true); END IF; END$$",
+	             err, errlen))
+		goto out;
 	for (size_t i = 0; i < nfuncs; i++) {
 		if (!mentions(f->sql, funcs[i].name))
 			continue;

@@ -24,15 +24,37 @@ static bool room(struct csv *c, size_t need)
 	return true;
 }
 
+/* A decimal number ("-0.25", "12"): written as it is, whatever its sign. */
+static bool number(const char *s)
+{
+	if (*s == '-')
+		s++;
+	size_t digits = strspn(s, "0123456789");
+	if (digits == 0)
+		return false;
+	s += digits;
+	if (*s == '.')
+		s += 1 + strspn(s + 1, "0123456789");
+	return *s == '\0';
+}
+
+bool csv_formula(const char *s)
+{
+	return strchr("=+-@\t\r", s[0]) != NULL && s[0] != '\0' && !number(s);
+}
+
 void csv_field(struct csv *c, const char *s, bool last)
 {
-	/* at most every character doubled, two quotes and the end of the row */
-	if (!room(c, 2 * strlen(s) + 4))
+	/* at most every character doubled, the quote mark, two quotes and the end */
+	if (!room(c, 2 * strlen(s) + 5))
 		return;
 	char *p = c->buf + c->len;
-	bool quote = strpbrk(s, ",\"\r\n") != NULL;
+	bool formula = csv_formula(s);
+	bool quote = formula || strpbrk(s, ",\"\r\n") != NULL;
 	if (quote)
 		*p++ = '"';
+	if (formula)
+		*p++ = '\'';
 	for (; *s; s++) {
 		if (*s == '"')
 			*p++ = '"';

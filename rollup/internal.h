@@ -138,8 +138,9 @@ struct job {
 	size_t nb, capb;
 	/* The trial's crossing hour (trial_hour_rate): upto is the hour's end, the intervals
 	 * ending in (window, upto] are kept in iv instead of summed. */
-	int64_t upto;               /* METER_TIME_NONE: a rating of the mark, not of an hour */
-	int64_t ahead, ahead_first; /* samples stamped over an hour ahead of now, the first */
+	int64_t upto;                   /* METER_TIME_NONE: a rating of the mark, not of an hour */
+	int64_t ahead, ahead_first;     /* samples stamped over an hour ahead of now, the first */
+	int64_t foreign, foreign_first; /* samples whose cgroup named another account, the first */
 	struct hour_iv *iv;
 	size_t niv, capiv;
 };

@@ -289,6 +289,9 @@ bool ru_read_samples(PGconn *c, struct job *jobs, size_t n, char *err, size_t er
 				good = ru_get_int(r, row, 3, &s->t) &&
 				       ru_get_int(r, row, 4, &s->cpu) && s->t != METER_TIME_NONE &&
 				       s->cpu != METER_TIME_NONE;
+				if (good && !PQgetisnull(r, row, 6) &&
+				    (j->foreign++ == 0 || s->t < j->foreign_first))
+					j->foreign_first = s->t;
 			}
 			if (!good)
 				ru_cannot_rate(j, "malformed samples");
@@ -301,6 +304,21 @@ bool ru_read_samples(PGconn *c, struct job *jobs, size_t n, char *err, size_t er
 				goto oom;
 			j->ninc = j->n = 0;
 		}
+	}
+	/* A sandbox id taken by a cgroup under another account: never billed to
+	 * the sandbox's own account, set aside until those samples are gone. */
+	for (size_t i = 0; i < m; i++) {
+		struct job *j = &jobs[at[i]];
+		if (j->fate != RATE || j->foreign == 0)
+			continue;
+		char first[METER_TIME_BUF], why[400];
+		meter_time_format(j->foreign_first, first, sizeof first);
+		snprintf(why, sizeof why,
+		         "%lld sample(s) from %s on come from a cgroup whose path names another "
+		         "account than its own, %s: a sandbox id taken under two accounts is not "
+		         "billed to either; remove those samples (or the cgroup) and retry",
+		         (long long)j->foreign, first, j->account);
+		ru_cannot_rate(j, why);
 	}
 	ok = true;
 	goto out;

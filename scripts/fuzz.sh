@@ -21,7 +21,7 @@ out=${METER_FUZZ_DIR:-$here/build-fuzz}
 mkdir -p "$out/crashes"
 cflags=(-g -O1 -std=gnu17 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 	-D_GNU_SOURCE -I"$here" $(pkg-config --cflags libcjson libpcre2-8 libpq))
-libs=($(pkg-config --libs libcjson libpcre2-8 libpq zlib) -lm -lpthread)
+libs=($(pkg-config --libs libcjson libpcre2-8 libpq zlib libcrypto) -lm -lpthread)
 core=("$here"/meter/*.c)
 declare -A extra=(
 	[json]="$here/api/input.c $here/common/ids.c"

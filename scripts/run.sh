@@ -14,7 +14,17 @@
 # The first run makes an admin key, keeps it in .run/admin.key (mode 600) and
 # prints it with a few curl lines to try.
 #
+# On the private PostgreSQL no program runs as a superuser: meter migrate and
+# meter key create run as meter_owner, the database's owner; meter-api as
+# meter_api and meter-collector as meter_collector, the roles the migrations
+# make (scripts/pg.sh; docs/operations.md, "Roles and keys"). With
+# DATABASE_URL set, every program uses it, unless METER_API_DATABASE_URL or
+# METER_COLLECTOR_DATABASE_URL names the API's or the collector's.
+#
 #   scripts/run.sh --setup-only   everything but the services
+#
+# METER_BUILD names a build folder to use as it is (no packages installed, no
+# build); METER_RUN_DIR moves .run (its key and the collector's spool).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -29,23 +39,34 @@ for arg in "$@"; do
 	esac
 done
 
-bash scripts/deps.sh
-build=$(bash scripts/build.sh | tail -n 1)
+if [[ -n ${METER_BUILD:-} ]]; then
+	build=$METER_BUILD
+	[[ -x $build/meter-api ]] || { echo "run.sh: no meter-api in METER_BUILD \"$build\"" >&2; exit 2; }
+else
+	bash scripts/deps.sh
+	build=$(bash scripts/build.sh | tail -n 1)
+fi
+run=${METER_RUN_DIR:-$here/.run}
 
 if [[ -z ${DATABASE_URL:-} ]]; then
 	bash scripts/pg.sh start >/dev/null
-	DATABASE_URL=$(bash scripts/pg.sh url)
-	export DATABASE_URL
+	DATABASE_URL=$(bash scripts/pg.sh url --as meter_owner)
+	api_url=$(bash scripts/pg.sh url --as meter_api)
+	collector_url=$(bash scripts/pg.sh url --as meter_collector)
+else
+	api_url=${METER_API_DATABASE_URL:-$DATABASE_URL}
+	collector_url=${METER_COLLECTOR_DATABASE_URL:-$DATABASE_URL}
 fi
+export DATABASE_URL
 "$build/meter" migrate
 
-mkdir -p "$here/.run"
-chmod 700 "$here/.run"
-if [[ ! -s "$here/.run/admin.key" ]]; then
-	(umask 077 && "$build/meter" key create --admin >"$here/.run/admin.key" 2>/dev/null)
-	echo "meter: made an admin key, kept in .run/admin.key"
+mkdir -p "$run"
+chmod 700 "$run"
+if [[ ! -s "$run/admin.key" ]]; then
+	(umask 077 && "$build/meter" key create --admin >"$run/admin.key" 2>/dev/null)
+	echo "meter: made an admin key, kept in $run/admin.key"
 fi
-key=$(cat "$here/.run/admin.key")
+key=$(cat "$run/admin.key")
 listen=${METER_LISTEN:-127.0.0.1:8080}
 match=${METER_MATCH:-'sandboxes/(?<account>[^/]+)/(?<sandbox>[^/]+)'}
 url="http://$listen"
@@ -91,10 +112,10 @@ cleanup() {
 trap cleanup INT TERM EXIT
 
 # Own sessions: Ctrl-C reaches this script alone, which stops them in order.
-setsid "$build/meter-api" --listen "$listen" &
+DATABASE_URL=$api_url setsid "$build/meter-api" --listen "$listen" &
 pids+=($!)
-setsid "$build/meter-collector" --root /sys/fs/cgroup --match "$match" \
-	--spool "$here/.run/collector.spool" &
+DATABASE_URL=$collector_url setsid "$build/meter-collector" --root /sys/fs/cgroup --match "$match" \
+	--spool "$run/collector.spool" &
 pids+=($!)
 for _ in $(seq 50); do curl -s -o /dev/null "$url/healthz" && break; sleep 0.1; done
 

@@ -13,7 +13,7 @@ BEGIN
 	END IF;
 	PERFORM meter_samples_arrived(array_agg(ROW(sandbox_id, incarnation, ts, account_id,
 	                                             cpu_limit_millicores, memory_limit_bytes,
-	                                             ended)::meter_sample_arrival))
+	                                             ended, end_cpu)::meter_sample_arrival))
 	FROM new_samples;
 	RETURN NULL;
 END

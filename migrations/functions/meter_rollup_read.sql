@@ -9,7 +9,10 @@
 --     dropped partitions knew (sample_seeds) and, while it holds, the
 --     checkpoint: then only the samples after it are read), and the
 --     collector's end;
---   kind 1: each sample after the window's start;
+--   kind 1: each sample after the window's start, f 1 when the cgroup it came
+--     from named another account than the sandbox's own (its path under the
+--     collector's pattern: a sandbox id taken under another account, which
+--     the rollup parks, never bills);
 --   kind 3: how many are stamped more than an hour ahead of now, and the
 --     first: those are not rated yet (a plan takes effect an hour after it is
 --     published at the earliest, common/plans.h).
@@ -29,6 +32,7 @@ DECLARE
 	ahead timestamptz := meter_rated_until();
 	cp timestamptz;
 	lo timestamptz;
+	own text;
 BEGIN
 	FOR i IN 1 .. coalesce(cardinality(ids), 0) LOOP
 		id := ids[i];
@@ -36,6 +40,7 @@ BEGIN
 		hi := least(coalesce('epoch'::timestamptz + upto[i] * interval '1 microsecond',
 		                     'infinity'), ahead);
 		SELECT max(x.upto) INTO cp FROM rollup_checkpoints x WHERE x.sandbox_id = id;
+		SELECT x.account_id INTO own FROM sandboxes x WHERE x.id = ids[i];
 		lo := CASE WHEN cp < 'epoch'::timestamptz + marks[i] * interval '1 microsecond'
 		            AND cp <= ws THEN cp ELSE '-infinity' END;
 		RETURN QUERY
@@ -65,7 +70,10 @@ BEGIN
 		GROUP BY h.incarnation;
 		RETURN QUERY
 		SELECT 1, i::bigint, s.incarnation, (extract(epoch FROM s.ts) * 1000000)::bigint,
-		       s.cpu_usage_us, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint
+		       s.cpu_usage_us, NULL::bigint,
+		       CASE WHEN s.account_id IS NOT NULL AND own IS NOT NULL
+		                 AND s.account_id <> own THEN 1::bigint END,
+		       NULL::bigint, NULL::bigint
 		FROM samples s
 		WHERE s.sandbox_id = id AND s.ts > ws AND s.ts > lowest AND s.ts <= hi;
 		RETURN QUERY

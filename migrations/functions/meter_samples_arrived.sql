@@ -42,7 +42,7 @@ BEGIN
 	-- cgroup's limits (its newest sample's) when its path names an account that
 	-- exists (otherwise the rollup says why it waits)
 	SELECT array_agg((n.sandbox_id, n.incarnation, n.ts, n.account_id, n.cpu_limit_millicores,
-	                  n.memory_limit_bytes, n.ended)::meter_sample_arrival) INTO found
+	                  n.memory_limit_bytes, n.ended, n.end_cpu)::meter_sample_arrival) INTO found
 	FROM (SELECT DISTINCT ON (sandbox_id) * FROM unnest(batch)
 	      WHERE account_id IS NOT NULL ORDER BY sandbox_id, ts DESC) n
 	WHERE n.cpu_limit_millicores BETWEEN 1 AND 256000
@@ -61,12 +61,15 @@ BEGIN
 			RETURNING id)
 		SELECT array_agg(id) INTO began FROM ins;
 	END IF;
-	-- ends, the earliest of each incarnation
-	INSERT INTO incarnation_ends (sandbox_id, incarnation, ended_at)
-	SELECT sandbox_id, incarnation, min(ts) FROM unnest(batch) WHERE ended
+	-- ends, the earliest of each incarnation, with how its CPU is known
+	INSERT INTO incarnation_ends (sandbox_id, incarnation, ended_at, end_cpu)
+	SELECT sandbox_id, incarnation, min(ts), (array_agg(end_cpu ORDER BY ts))[1]
+	FROM unnest(batch) WHERE ended
 	GROUP BY sandbox_id, incarnation ORDER BY 1, 2
 	ON CONFLICT (sandbox_id, incarnation) DO UPDATE
-		SET ended_at = least(incarnation_ends.ended_at, EXCLUDED.ended_at);
+		SET ended_at = least(incarnation_ends.ended_at, EXCLUDED.ended_at),
+		    end_cpu = CASE WHEN EXCLUDED.ended_at < incarnation_ends.ended_at
+		                   THEN EXCLUDED.end_cpu ELSE incarnation_ends.end_cpu END;
 	-- the newest incarnation of each sandbox, and when it began: one row per
 	-- sandbox, worked out here first, so the update below carries those rows
 	-- and not the batch, and names its sandboxes by = ANY (an array), which

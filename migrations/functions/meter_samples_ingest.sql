@@ -1,7 +1,8 @@
 -- meter_samples_ingest: The collector's write (collector/writer.c): inserts a
--- batch of samples and hands the rows inserted to meter_samples_arrived, in
--- the collector's one transaction; the only thing the collector's role may
--- call. A sample is keyed by (sandbox, incarnation, timestamp), so a batch
+-- batch of samples, each end with how its CPU is known (end_cpu, the same
+-- order; migration 0042), and hands the rows inserted to
+-- meter_samples_arrived, in the collector's one transaction; the only thing
+-- the collector's role may call. A sample is keyed by (sandbox, incarnation, timestamp), so a batch
 -- sent twice counts once. The batch goes in with a plain INSERT first, in a
 -- block of its own (a subtransaction): nearly every batch is new, and a plain
 -- INSERT checks a key's uniqueness in the one descent that stores it, where ON
@@ -14,33 +15,53 @@
 -- the_same_batch_written_at_once_is_stored_once). One statement, run by
 -- EXECUTE with or without its ON CONFLICT clause, planned for each batch. Any
 -- other error (a check, a lock's timeout) ends the write.
-CREATE OR REPLACE FUNCTION meter_samples_ingest(batch meter_sample_row[]) RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public SET meter.samples_marked = 'on'
+CREATE OR REPLACE FUNCTION meter_samples_ingest(batch meter_sample_row[], end_cpu text[])
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public
 AS $$
 DECLARE
-	-- %s: nothing the first time, ON CONFLICT DO NOTHING after a duplicate
+	-- %s: nothing the first time, ON CONFLICT DO NOTHING after a duplicate; unnest
+	-- gives each row's columns, then its end_cpu (NULL past the end of $2)
 	ins constant text := $q$
 		WITH ins AS (
 			INSERT INTO samples (sandbox_id, incarnation, ts, account_id, host,
 			                     cpu_usage_us, memory_current_bytes, memory_peak_bytes,
 			                     memory_anon_kernel_bytes, memory_limit_bytes,
-			                     cpu_limit_millicores, ended)
-			SELECT * FROM unnest($1) %s
+			                     cpu_limit_millicores, ended, end_cpu)
+			SELECT * FROM unnest($1, $2) %s
 			RETURNING sandbox_id, incarnation, ts, account_id, cpu_limit_millicores,
-			          memory_limit_bytes, ended)
+			          memory_limit_bytes, ended, end_cpu)
 		SELECT array_agg(ROW(sandbox_id, incarnation, ts, account_id, cpu_limit_millicores,
-		                     memory_limit_bytes, ended)::meter_sample_arrival)
+		                     memory_limit_bytes, ended, end_cpu)::meter_sample_arrival)
 		FROM ins$q$;
 	arrived meter_sample_arrival[];
+	-- meter.samples_marked tells samples_mark (meter_mark_samples) that this
+	-- marks what it inserts. Set for the insert and back after it, by
+	-- set_config: a function's SET clause of a custom setting needs a
+	-- superuser to create it, and the owner of the database is not one. An
+	-- error on the way rolls the setting back with the (sub)transaction.
+	prior constant text := coalesce(current_setting('meter.samples_marked', true), '');
 BEGIN
+	PERFORM set_config('meter.samples_marked', 'on', true);
 	BEGIN
-		EXECUTE format(ins, '') INTO arrived USING batch;
+		EXECUTE format(ins, '') INTO arrived USING batch, end_cpu;
 	EXCEPTION WHEN unique_violation THEN
-		EXECUTE format(ins, 'ON CONFLICT DO NOTHING') INTO arrived USING batch;
+		EXECUTE format(ins, 'ON CONFLICT DO NOTHING') INTO arrived USING batch, end_cpu;
 	END;
+	PERFORM set_config('meter.samples_marked', prior, true);
 	RETURN meter_samples_arrived(arrived);
 END
 $$;
+
+REVOKE ALL ON FUNCTION meter_samples_ingest(meter_sample_row[], text[]) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION meter_samples_ingest(meter_sample_row[], text[]) TO meter_collector;
+
+-- The form of collectors before end_cpu (and of tests): no end says how its
+-- counter is known.
+CREATE OR REPLACE FUNCTION meter_samples_ingest(batch meter_sample_row[]) RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = public
+AS $$ SELECT meter_samples_ingest(batch, NULL::text[]) $$;
 
 REVOKE ALL ON FUNCTION meter_samples_ingest(meter_sample_row[]) FROM PUBLIC;
 

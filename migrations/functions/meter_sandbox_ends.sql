@@ -4,9 +4,12 @@
 -- (incarnation_ends): the earlier one, at started_at at the earliest (rules 3
 -- and 9). Only the rows that change are written. PL/pgSQL naming the sandboxes
 -- by = ANY (ids) on the updated table too, so Citus sends the update to their
--- shards only.
+-- shards only. Run as its caller (meter_api's stop, the collector's write
+-- through meter_samples_arrived), never as its owner: on Citus a transaction
+-- may not write a shard as two users, and a stop updates the sandbox itself
+-- first.
 CREATE OR REPLACE FUNCTION meter_sandbox_ends(ids text[]) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
+LANGUAGE plpgsql SET search_path = public AS $$
 BEGIN
 	UPDATE sandboxes s SET stopped_at = x.stop, ended_by = x.by
 	FROM (SELECT v.id,

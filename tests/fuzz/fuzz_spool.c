@@ -6,6 +6,10 @@
  * more record is appended, a replay sends exactly the good records' payloads
  * (read here from the framing, apart from spool.c) and that record, in order,
  * and leaves the file empty; a file moved aside holds the bytes as they were.
+ * Input that starts with "MSP2" is a signed spool, opened with the key below
+ * (the seeds signed_* are signed with it): the same oracle, and every record
+ * kept must verify by OpenSSL's one-shot HMAC(), number 1, 2, 3... and share
+ * the first one's spool id.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -16,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <unistd.h>
 
 #include "collector/spool.h"
@@ -83,6 +89,9 @@ static bool aside_holds(const uint8_t *data, size_t size)
 	return found && same;
 }
 
+/* The seeds' key: the 32 bytes "meter fuzz_spool key, not secret". */
+static const char fuzz_key[] = "meter fuzz_spool key, not secret";
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -99,10 +108,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (b == NULL)
 		return 0;
 	memcpy(b, data, size);
+	struct spool_key key = {.len = sizeof fuzz_key - 1};
+	memcpy(key.bytes, fuzz_key, key.len);
+	bool keyed = size >= 4 && memcmp(data, "MSP2", 4) == 0;
+	const struct spool_key *k = keyed ? &key : NULL;
+	size_t hlen = keyed ? SPOOL_SIGNED_HEADER : SPOOL_HEADER;
 	size_t records;
 	uint64_t last;
 	bool torn;
-	size_t good = spool_scan(b, size, &records, &last, &torn);
+	size_t good = spool_scan(b, size, k, &records, &last, &torn);
 	if (good > size)
 		abort();
 	/* the good records' payloads, from the framing: magic, length, sequence, CRCs */
@@ -110,9 +124,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t off = 0; off < good && s.n < 64;) {
 		uint32_t len = (uint32_t)b[off + 4] | (uint32_t)b[off + 5] << 8 |
 		               (uint32_t)b[off + 6] << 16 | (uint32_t)b[off + 7] << 24;
-		s.want[s.n] = b + off + SPOOL_HEADER;
+		if (keyed) {
+			/* signed: the HMAC of the header's first 32 bytes and the payload */
+			unsigned char msg[32 + 4096], mac[EVP_MAX_MD_SIZE];
+			unsigned maclen = 0;
+			uint64_t seq = 0;
+			for (int i = 7; i >= 0; i--)
+				seq = seq << 8 | b[off + 8 + i];
+			if (len > 4096 || seq != s.n + 1 || memcmp(b + off + 16, b + 16, 16) != 0)
+				abort();
+			memcpy(msg, b + off, 32);
+			memcpy(msg + 32, b + off + hlen, len);
+			if (HMAC(EVP_sha256(), key.bytes, (int)key.len, msg, 32 + len, mac,
+			         &maclen) == NULL ||
+			    maclen != 32 || memcmp(mac, b + off + 36, 32) != 0)
+				abort();
+		}
+		s.want[s.n] = b + off + hlen;
 		s.wlen[s.n++] = len;
-		off += SPOOL_HEADER + len;
+		off += hlen + len;
 	}
 	if (s.n != records || records > 63)
 		goto out;
@@ -124,7 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	close(fd);
 	struct spool sp;
-	if (!spool_open(&sp, path, 4 << 20, err, sizeof err))
+	if (!spool_open(&sp, path, 4 << 20, k, err, sizeof err))
 		abort();
 	bool damaged = good < size && !torn;
 	if (damaged) {

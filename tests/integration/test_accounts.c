@@ -106,7 +106,7 @@ static void keys_are_listed_and_revoked_at_once(void **state)
 	assert_string_equal(str(mine, "shown"), first);
 	cJSON_Delete(o);
 	/* used on two processes, and for a dashboard session */
-	assert_true(api_start(&f->api2, METER_API_BIN, f->db.url, "--log-level=info"));
+	assert_true(api_start(&f->api2, METER_API_BIN, f->db.api_url, "--log-level=info"));
 	r = call(f, "GET", "/v1/accounts/acme", key, NULL);
 	assert_int_equal(r.status, 200);
 	http_free(&r);
@@ -212,6 +212,90 @@ static void keys_are_listed_and_revoked_at_once(void **state)
 	free(rr);
 }
 
+/* A session a login link of account opened: its cookie (the test fails otherwise). */
+static void link_session(struct fx *f, const char *account, char *cookie, size_t len)
+{
+	char url[256];
+	struct http_res r;
+	login_link(f, account, url, sizeof url);
+	http_do_ex(f->api.port, "POST", strstr(url, "/login/"), NULL, NULL, 0, NULL, &r);
+	assert_int_equal(r.status, 303);
+	assert_string_equal(r.location, "/dashboard");
+	/* an hour: no key stands behind it */
+	assert_non_null(strstr(r.cookie, "Max-Age=3600"));
+	cookie_of(&r, cookie, len);
+	http_free(&r);
+}
+
+/* The dashboard's answer to a session cookie: 200, or 303 to /login once it is over. */
+static int dashboard(struct fx *f, const char *cookie)
+{
+	struct http_res r;
+	http_do_ex(f->api.port, "GET", "/dashboard", NULL, NULL, 0, cookie, &r);
+	int st = r.status == 303 && strcmp(r.location, "/login") == 0 ? 303 : r.status;
+	http_free(&r);
+	return st;
+}
+
+/* meter session ARGS...: its exit status, output in rr. */
+static int session_cli(struct fx *f, struct run_result *rr, const char *a, const char *b,
+                       const char *c)
+{
+	const char *argv[] = {METER_BIN, "session", a, b, c, NULL};
+	run_program(argv, f->db.url, rr);
+	return rr->status;
+}
+
+/*
+ * Sessions end with their access (issue 39, finding 9): a login link's session
+ * lasts an hour and ends when its account has no key left unrevoked; meter
+ * session list shows the live ones, meter session revoke ends an account's
+ * at once.
+ */
+static void revoking_an_account_s_keys_ends_every_way_into_its_dashboard(void **state)
+{
+	struct fx *f = *state;
+	char cookie[200], path[64], more[64];
+	seed(f);
+	link_session(f, "acme", cookie, sizeof cookie);
+	assert_int_equal(dashboard(f, cookie), 200);
+	/* a second key of acme: revoking the first leaves a key, and the session */
+	struct http_res r = call(f, "POST", "/v1/keys", f->admin,
+	                         "{\"role\": \"account\", \"account_id\": \"acme\"}");
+	assert_int_equal(r.status, 201);
+	http_free(&r);
+	snprintf(path, sizeof path, "/v1/keys/%ld",
+	         num(f, "SELECT min(id) FROM api_keys WHERE account_id = 'acme' AND revoked_at IS "
+	                "NULL"));
+	snprintf(more, sizeof more, "/v1/keys/%ld",
+	         num(f, "SELECT max(id) FROM api_keys WHERE account_id = 'acme'"));
+	r = call(f, "DELETE", path, f->admin, NULL);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	assert_int_equal(dashboard(f, cookie), 200);
+	/* the last one: no key stands behind the link's session any more */
+	r = call(f, "DELETE", more, f->admin, NULL);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	assert_int_equal(dashboard(f, cookie), 303);
+	/* listed, and ended at once by the operator; other's untouched */
+	char other[200];
+	link_session(f, "acme", cookie, sizeof cookie);
+	link_session(f, "other", other, sizeof other);
+	struct run_result *rr = malloc(sizeof *rr);
+	assert_int_equal(session_cli(f, rr, "list", "--account", "acme"), 0);
+	assert_int_equal(run_lines(rr->out), 2); /* the heading and the session */
+	assert_non_null(strstr(rr->out, "session  acme"));
+	assert_int_equal(session_cli(f, rr, "revoke", "--account", "acme"), 0);
+	assert_non_null(strstr(rr->err, "1 session(s) and link(s) of account acme ended"));
+	assert_int_equal(dashboard(f, cookie), 303);
+	assert_int_equal(dashboard(f, other), 200);
+	assert_int_equal(session_cli(f, rr, "revoke", "--account", "nobody"), 1);
+	assert_non_null(strstr(rr->err, "nobody"));
+	assert_int_equal(session_cli(f, rr, "revoke", NULL, NULL), 2);
+	free(rr);
+}
+
 int main(void)
 {
 	if (getenv("METER_TEST_ONLY"))
@@ -221,6 +305,9 @@ int main(void)
 	                                        apifx_teardown),
 	        cmocka_unit_test_setup_teardown(keys_are_listed_and_revoked_at_once, apifx_setup,
 	                                        apifx_teardown),
+	        cmocka_unit_test_setup_teardown(
+	                revoking_an_account_s_keys_ends_every_way_into_its_dashboard, apifx_setup,
+	                apifx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

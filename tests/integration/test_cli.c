@@ -115,6 +115,7 @@ static void bad_flags_get_one_line_and_exit_status_2(void **state)
 	        "estimate --runs 300 --minutes 6 --vcpus 2 --memory-gib 4 --busy-vcpus",
 	        "key create",
 	        "key create --admin --account acme",
+	        "key create --admin --hook",
 	        "key delete",
 	        "migrate --dir",
 	        "frobnicate",
@@ -165,10 +166,22 @@ static void a_created_key_is_printed_once_and_stored_only_as_a_hash(void **state
 	        testdb_value(t, "SELECT count(*) FROM api_keys WHERE role = 'admin'", v, sizeof v),
 	        "1");
 
+	/* hook keys: of every account, or of one */
+	meter(t, "key create --hook");
+	assert_int_equal(res.status, 0);
+	meter(t, "key create --hook --account acme");
+	assert_int_equal(res.status, 0);
+	assert_string_equal(
+	        testdb_value(t,
+	                     "SELECT string_agg(coalesce(account_id, '-'), ',' ORDER BY "
+	                     "id) FROM api_keys WHERE role = 'hook'",
+	                     v, sizeof v),
+	        "-,acme");
+
 	meter(t, "key create --account nobody");
 	assert_int_equal(res.status, 1);
 	assert_non_null(strstr(res.err, "account \"nobody\" does not exist"));
-	assert_string_equal(testdb_value(t, "SELECT count(*) FROM api_keys", v, sizeof v), "2");
+	assert_string_equal(testdb_value(t, "SELECT count(*) FROM api_keys", v, sizeof v), "4");
 	/* a link for it neither: the account is looked up, not left to a foreign key
 	 * (which Citus does not keep, docs/scaling.md) */
 	meter(t, "login-link --account nobody");

@@ -38,7 +38,7 @@ struct fx {
 	char pgdir[80];   /* our own cluster, when a test needs one */
 	char url[256];    /* its DATABASE_URL */
 	pid_t collector, child;
-	char cg[4][2 * CG_PATH_MAX]; /* real cgroups made (removed in reverse) */
+	char cg[8][2 * CG_PATH_MAX]; /* real cgroups made (removed in reverse) */
 	int ncg;
 	unsigned nofile; /* when set, the collector's open file limit (soft and hard) */
 };
@@ -207,10 +207,28 @@ static void configuration_errors_exit_2_with_one_line(void **state)
 {
 	(void)state;
 	struct run_result *res = malloc(sizeof *res);
+	/* key files the collector must refuse: too short, open to the group */
+	char keys[64], short_key[96], group_key[96], missing_key[96];
+	snprintf(keys, sizeof keys, "/tmp/meter-coll-keys-XXXXXX");
+	assert_non_null(mkdtemp(keys));
+	snprintf(short_key, sizeof short_key, "%s/short", keys);
+	snprintf(group_key, sizeof group_key, "%s/group", keys);
+	snprintf(missing_key, sizeof missing_key, "%s/missing", keys);
+	const char *bytes = "0123456789abcdef0123456789abcdef";
+	int fd = open(short_key, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_int_equal(write(fd, bytes, 31), 31);
+	close(fd);
+	fd = open(group_key, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_int_equal(write(fd, bytes, 32), 32);
+	close(fd);
+	assert_int_equal(chmod(group_key, 0640), 0);
 	struct {
 		const char *args[8];
 		const char *msg;
 	} cases[] = {
+	        {{"--spool-key", short_key, "--once"}, "fewer than the 32 a key needs"},
+	        {{"--spool-key", group_key, "--once"}, "is open to group or others (mode 0640)"},
+	        {{"--spool-key", missing_key, "--once"}, "could not open key file"},
 	        {{"--match", "(?<sandbox>[a-", "--once"}, "pattern does not compile at offset"},
 	        {{"--match", "sandboxes/[^/]+", "--once"}, "no named group \"sandbox\""},
 	        {{"--root", "/tmp", "--once"}, "is not a cgroup filesystem"},
@@ -231,7 +249,13 @@ static void configuration_errors_exit_2_with_one_line(void **state)
 		run_program(argv, "postgresql:///none?host=/nonexistent", res);
 		if (res->status != 2 || run_lines(res->err) != 1 || !strstr(res->err, cases[i].msg))
 			fail_msg("case %zu: status %d, stderr \"%s\"", i, res->status, res->err);
+		/* the key file's path is said; its bytes never are */
+		if (strstr(res->err, "0123456789abcde") != NULL)
+			fail_msg("case %zu: the key is in the log: \"%s\"", i, res->err);
 	}
+	unlink(short_key);
+	unlink(group_key);
+	rmdir(keys);
 	free(res);
 }
 
@@ -410,6 +434,129 @@ static void a_real_cgroup_that_vanishes_reads_as_gone(void **state)
 	cg_close(&h);
 }
 
+/* A child in the real cgroup dir/rel burning about ms of CPU; waited for. */
+static void burn_in(const char *dir, const char *rel, int ms)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		join_cgroup(dir, rel);
+		struct timespec t0, t;
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+		do
+			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+		while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+		_exit(0);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* The CPU of the end row of sandbox id in c's batch, and how it is known; -1: none. */
+static int64_t end_in_batch(const struct collector *c, const char *id, char *how, size_t len)
+{
+	char key[64];
+	snprintf(key, sizeof key, "%s\t", id);
+	for (const char *row = c->batch.buf; row < c->batch.buf + c->batch.len;) {
+		const char *nl = memchr(row, '\n', (size_t)(c->batch.buf + c->batch.len - row));
+		if (nl == NULL)
+			break;
+		char line[1024];
+		size_t n =
+		        (size_t)(nl - row) < sizeof line - 1 ? (size_t)(nl - row) : sizeof line - 1;
+		memcpy(line, row, n);
+		line[n] = '\0';
+		row = nl + 1;
+		if (strncmp(line, key, strlen(key)) != 0)
+			continue;
+		char *field[13];
+		int k = 0;
+		for (char *p = line, *save; k < 13 && (field[k] = strtok_r(p, "\t", &save));
+		     p = NULL)
+			k++;
+		if (k == 13 && strcmp(field[11], "t") == 0) {
+			snprintf(how, len, "%s", field[12]);
+			return strtoll(field[5], NULL, 10);
+		}
+	}
+	return -1;
+}
+
+/*
+ * Cgroups removed before the collector read their end, as a runtime removes
+ * them: the last interval comes from the parent, exact when one went, and an
+ * exact sum shared (estimated) when two went at once.
+ */
+static void removed_unread_cgroups_are_ended_from_their_parent(void **state)
+{
+	struct fx *f = *state;
+	struct cg_layout l;
+	struct collector c;
+	char err[512], holder[64], rel[160], pattern[160], how[16];
+	if (!layout_find("/sys/fs/cgroup", "auto", NULL, &l, err, sizeof err))
+		fail_msg("this machine's cgroups cannot be found: %s", err);
+	const char *dir = cg_layout_primary(&l);
+	snprintf(holder, sizeof holder, "meter-parent-%d", (int)getpid());
+	make_cgroup(f, dir, holder);
+	snprintf(rel, sizeof rel, "%s/acme", holder);
+	make_cgroup(f, dir, rel);
+	const char *ids[] = {"sb-one", "sb-two", "sb-three"};
+	for (int i = 0; i < 3; i++) {
+		snprintf(rel, sizeof rel, "%s/acme/%s", holder, ids[i]);
+		make_cgroup(f, dir, rel);
+	}
+	snprintf(pattern, sizeof pattern, "%s/(?<account>[^/]+)/(?<sandbox>[^/]+)", holder);
+	struct collector_config cfg = {.root = "/sys/fs/cgroup",
+	                               .layout = "auto",
+	                               .match = pattern,
+	                               .host = "h",
+	                               .db_url = "postgresql:///none?host=/nonexistent",
+	                               .db_role = ""};
+	if (!collector_init(&c, &cfg, err, sizeof err))
+		fail_msg("%s", err);
+	collector_scan(&c);
+	assert_int_equal(c.nsandboxes, 3);
+	collector_round(&c);
+	/* one burns and goes: its cgroup removed before the collector looks */
+	snprintf(rel, sizeof rel, "%s/acme/sb-one", holder);
+	burn_in(dir, rel, 150);
+	int64_t one = cgroup_cpu(&l, rel); /* empty: its final count */
+	assert_true(one >= 140000);
+	assert_int_equal(rmdir(f->cg[2]), 0);
+	sleep_ms(50);
+	collector_events(&c);
+	collector_round(&c);
+	/* to the microsecond: each counter is its nanoseconds rounded down, so a
+	 * parent's is at most a microsecond a child more than theirs */
+	int64_t got = end_in_batch(&c, "sb-one", how, sizeof how);
+	if (got < one || got > one + 3)
+		fail_msg("sb-one used %lld µs, its end says %lld", (long long)one, (long long)got);
+	assert_string_equal(how, "parent");
+	/* two go between two readings of their parent: their sum is exact */
+	int64_t two_three = 0;
+	for (int i = 1; i < 3; i++) {
+		snprintf(rel, sizeof rel, "%s/acme/%s", holder, ids[i]);
+		burn_in(dir, rel, 60 * i);
+		two_three += cgroup_cpu(&l, rel);
+	}
+	assert_int_equal(rmdir(f->cg[3]), 0);
+	assert_int_equal(rmdir(f->cg[4]), 0);
+	sleep_ms(50);
+	collector_events(&c);
+	collector_round(&c);
+	int64_t two = end_in_batch(&c, "sb-two", how, sizeof how);
+	assert_string_equal(how, "estimated");
+	int64_t three = end_in_batch(&c, "sb-three", how, sizeof how);
+	assert_string_equal(how, "estimated");
+	if (two + three < two_three || two + three > two_three + 3)
+		fail_msg("sb-two and sb-three used %lld µs, their ends say %lld",
+		         (long long)two_three, (long long)(two + three));
+	assert_int_equal(c.stats.ends_by[END_PARENT], 1);
+	assert_int_equal(c.stats.ends_by[END_ESTIMATED], 2);
+	assert_int_equal(c.nsandboxes, 0);
+	collector_free(&c);
+}
+
 /* ---- faults, on a fake tree and a cluster of our own ---- */
 
 #define NSB 3
@@ -466,9 +613,22 @@ static void check_last_counters(PGconn *c, const int64_t *cpu)
 /* Our own cluster, NSB fake sandboxes and a collector sampling them. */
 struct faults {
 	char root[128], spool[128];
+	char key[128]; /* the spool key's file, "" for none */
 	int64_t cpu[NSB];
 	const char *args[16];
 };
+
+/* A key for the spool in tmp/spool.key, its path into x->key. */
+static void spool_key_file(struct fx *f, struct faults *x)
+{
+	unsigned char k[48];
+	for (size_t i = 0; i < sizeof k; i++)
+		k[i] = (unsigned char)(i * 37 + 11);
+	snprintf(x->key, sizeof x->key, "%s/spool.key", f->tmp);
+	int fd = open(x->key, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_int_equal(write(fd, k, sizeof k), (ssize_t)sizeof k);
+	close(fd);
+}
 
 static void start_faults(struct fx *f, struct faults *x, const char *interval)
 {
@@ -478,7 +638,11 @@ static void start_faults(struct fx *f, struct faults *x, const char *interval)
 	const char *args[] = {
 	        "--root",     x->root,  "--layout", "v2",     "--match",   "(?<sandbox>sb-[0-9]+)",
 	        "--interval", interval, "--spool",  x->spool, "--host-id", "t",
-	        NULL};
+	        NULL,         NULL,     NULL};
+	if (x->key[0]) {
+		args[12] = "--spool-key";
+		args[13] = x->key;
+	}
 	memcpy(x->args, args, sizeof args);
 	f->collector = collector(f, f->url, x->args);
 }
@@ -522,10 +686,16 @@ static void postgres_stopped_and_started_loses_and_doubles_nothing(void **state)
 
 /*
  * The keys (sandbox, incarnation, time) of the rows in the good records of a
- * spool file, as a VALUES list for SQL, into keys; returns how many.
+ * spool file (signed with the key in key_file, unless it is ""), as a VALUES
+ * list for SQL, into keys; returns how many.
  */
-static long spool_keys(const char *path, char *keys, size_t len)
+static long spool_keys(const char *path, const char *key_file, char *keys, size_t len)
 {
+	struct spool_key key;
+	char err[256];
+	if (key_file[0] && !spool_key_load(key_file, &key, err, sizeof err))
+		fail_msg("%s", err);
+	size_t hlen = key_file[0] ? SPOOL_SIGNED_HEADER : SPOOL_HEADER;
 	static unsigned char buf[1 << 22];
 	int fd = open(path, O_RDONLY);
 	keys[0] = '\0';
@@ -536,12 +706,13 @@ static long spool_keys(const char *path, char *keys, size_t len)
 	size_t records, used = 0;
 	uint64_t last;
 	bool torn;
-	size_t good = spool_scan(buf, n > 0 ? (size_t)n : 0, &records, &last, &torn);
+	size_t good = spool_scan(buf, n > 0 ? (size_t)n : 0, key_file[0] ? &key : NULL, &records,
+	                         &last, &torn);
 	long rows = 0;
 	for (size_t off = 0; off < good;) {
 		uint32_t rlen = (uint32_t)buf[off + 4] | (uint32_t)buf[off + 5] << 8 |
 		                (uint32_t)buf[off + 6] << 16 | (uint32_t)buf[off + 7] << 24;
-		const char *p = (const char *)buf + off + SPOOL_HEADER, *end = p + rlen;
+		const char *p = (const char *)buf + off + hlen, *end = p + rlen;
 		while (p < end) {
 			const char *nl = memchr(p, '\n', (size_t)(end - p));
 			char sb[64], ts[64];
@@ -555,7 +726,7 @@ static long spool_keys(const char *path, char *keys, size_t len)
 			rows++;
 			p = nl ? nl + 1 : end;
 		}
-		off += SPOOL_HEADER + rlen;
+		off += hlen + rlen;
 	}
 	return rows;
 }
@@ -571,10 +742,11 @@ static long keys_in(PGconn *c, const char *keys)
 	return count(c, sql);
 }
 
-static void sigkill_and_restart_with_the_same_spool_loses_and_doubles_nothing(void **state)
+static void sigkill_and_restart(struct fx *f, bool keyed)
 {
-	struct fx *f = *state;
 	struct faults x = {0};
+	if (keyed)
+		spool_key_file(f, &x);
 	int64_t *cpu = x.cpu;
 	char *root = x.root, *spool = x.spool;
 	const char *const *args = x.args;
@@ -590,7 +762,7 @@ static void sigkill_and_restart_with_the_same_spool_loses_and_doubles_nothing(vo
 	waitpid(f->collector, NULL, 0);
 	f->collector = 0;
 	static char keys[1 << 20];
-	long spooled = spool_keys(spool, keys, sizeof keys);
+	long spooled = spool_keys(spool, x.key, keys, sizeof keys);
 	assert_true(spooled > 0);
 	pg(f, "start");
 	PGconn *c = connect_to(f->url);
@@ -601,7 +773,12 @@ static void sigkill_and_restart_with_the_same_spool_loses_and_doubles_nothing(vo
 
 	const char *once[] = {
 	        "--root",  root,  "--layout",  "v2", "--match", "(?<sandbox>sb-[0-9]+)",
-	        "--spool", spool, "--host-id", "t",  "--once",  NULL};
+	        "--spool", spool, "--host-id", "t",  "--once",  NULL,
+	        NULL,      NULL};
+	if (keyed) {
+		once[11] = "--spool-key";
+		once[12] = x.key;
+	}
 	pid_t p = collector(f, f->url, once);
 	int st;
 	assert_int_equal(waitpid(p, &st, 0), p);
@@ -617,6 +794,24 @@ static void sigkill_and_restart_with_the_same_spool_loses_and_doubles_nothing(vo
 	        after);
 	check_last_counters(c, cpu); /* every µs of CPU is in */
 	PQfinish(c);
+	/* signed or not, no record was taken for damage, a torn one at most was cut */
+	char *log = malloc(1 << 20);
+	read_log(f, log, 1 << 20);
+	assert_null(strstr(log, "is damaged"));
+	if (keyed)
+		assert_non_null(strstr(log, "records signed with the key in"));
+	free(log);
+}
+
+static void sigkill_and_restart_with_the_same_spool_loses_and_doubles_nothing(void **state)
+{
+	sigkill_and_restart(*state, false);
+}
+
+/* The same with a key: signed records, cut, kept and replayed as unsigned ones are. */
+static void sigkill_and_restart_with_a_signed_spool_loses_and_doubles_nothing(void **state)
+{
+	sigkill_and_restart(*state, true);
 }
 
 /*
@@ -685,12 +880,17 @@ int main(void)
 	        cmocka_unit_test(configuration_errors_exit_2_with_one_line),
 	        cmocka_unit_test_setup_teardown(
 	                real_cgroup_cpu_in_postgres_equals_the_kernel_counter, setup, teardown),
+	        cmocka_unit_test_setup_teardown(removed_unread_cgroups_are_ended_from_their_parent,
+	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(a_real_cgroup_that_vanishes_reads_as_gone, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(
 	                postgres_stopped_and_started_loses_and_doubles_nothing, setup, teardown),
 	        cmocka_unit_test_setup_teardown(
 	                sigkill_and_restart_with_the_same_spool_loses_and_doubles_nothing, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                sigkill_and_restart_with_a_signed_spool_loses_and_doubles_nothing, setup,
 	                teardown),
 	        cmocka_unit_test_setup_teardown(
 	                at_the_open_file_limit_it_samples_what_fits_and_keeps_writing, setup,

@@ -372,7 +372,7 @@ static void bring_up(struct fx *f)
 	if (c == NULL)
 		fail_msg("%s", err);
 	int64_t id;
-	if (!key_create(c, NULL, f->admin, &id, err, sizeof err))
+	if (!key_create(c, "admin", NULL, f->admin, &id, err, sizeof err))
 		fail_msg("%s", err);
 	PQfinish(c);
 	if (!api_start(&f->api, METER_API_BIN, f->url, "--log-level=info"))
@@ -955,7 +955,7 @@ static void bring_up_q(struct fx *f, int max)
 		fail_msg("the test's own cluster did not start");
 	PGconn *c = db_connect(f->url, err, sizeof err);
 	int64_t id;
-	if (c == NULL || !key_create(c, NULL, f->admin, &id, err, sizeof err))
+	if (c == NULL || !key_create(c, "admin", NULL, f->admin, &id, err, sizeof err))
 		fail_msg("%s", err);
 	PQfinish(c);
 	if (!api_start(&f->api, METER_API_BIN, f->url, "--log-level=info"))

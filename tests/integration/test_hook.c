@@ -31,12 +31,13 @@
 #include "tests/support/cluster.h"
 #include "tests/support/http.h"
 #include "tests/support/run.h"
+#include "tests/support/runc.h"
 #include "tests/support/testdb.h"
 
 struct fx {
 	struct testdb db;
 	struct api_proc api;
-	char admin[KEY_LEN + 1], acct[KEY_LEN + 1];
+	char admin[KEY_LEN + 1], acct[KEY_LEN + 1], hook[KEY_LEN + 1]; /* hook: what hosts hold */
 	char dir[64], keyfile[128], url[64];
 	/* the runc test */
 	char holder[64], runc_root[128];
@@ -73,9 +74,13 @@ static int setup(void **state)
 	                 "('acme', 'Acme', 'trial', 1), ('paidco', 'Paid Co', 'paid', 1)") ||
 	    !testdb_key(&f->db, NULL, f->admin) || !testdb_key(&f->db, "acme", f->acct))
 		return -1;
-	snprintf(f->keyfile, sizeof f->keyfile, "%s/admin.key", f->dir);
-	write_key(f->keyfile, f->admin, 0600);
-	if (!api_start(&f->api, METER_API_BIN, f->db.url, "--log-level=info"))
+	char err[256];
+	int64_t id;
+	if (!key_create(f->db.conn, "hook", NULL, f->hook, &id, err, sizeof err))
+		return -1;
+	snprintf(f->keyfile, sizeof f->keyfile, "%s/hook.key", f->dir);
+	write_key(f->keyfile, f->hook, 0600);
+	if (!api_start(&f->api, METER_API_BIN, f->db.api_url, "--log-level=info"))
 		return -1;
 	snprintf(f->url, sizeof f->url, "http://127.0.0.1:%d", f->api.port);
 	setenv("METER_API_URL", f->url, 1);
@@ -268,7 +273,7 @@ static void misconfigurations_exit_2_with_a_clear_line(void **state)
 	     admit[8], __VA_ARGS__)
 	/* a key file others may read */
 	snprintf(loose, sizeof loose, "%s/loose.key", f->dir);
-	write_key(loose, f->admin, 0644);
+	write_key(loose, f->hook, 0644);
 	assert_int_equal(ADMIT("--key-file", loose, NULL), 2);
 	assert_non_null(strstr(r->err, "chmod 600"));
 	/* no key at all */
@@ -279,8 +284,8 @@ static void misconfigurations_exit_2_with_a_clear_line(void **state)
 	snprintf(other, sizeof other, "%s/account.key", f->dir);
 	write_key(other, f->acct, 0600);
 	assert_int_equal(ADMIT("--key-file", other, "--fail-open", NULL), 2);
-	assert_non_null(strstr(r->err, "not an admin key"));
-	setenv("METER_API_KEY", f->admin, 1); /* the key from the environment works */
+	assert_non_null(strstr(r->err, "not a hook or admin key"));
+	setenv("METER_API_KEY", f->admin, 1); /* an admin key from the environment works too */
 	assert_int_equal(hook(r, "release", "--sandbox", "sb-none", NULL), 1);
 	unsetenv("METER_API_KEY");
 	setenv("METER_API_KEY_FILE", f->keyfile, 1);
@@ -344,25 +349,6 @@ static void meter_away_fails_closed_or_open_within_the_timeout(void **state)
 
 /* ---- real containers ---- */
 
-static bool have(const char *prog)
-{
-	char cmd[128];
-	snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", prog);
-	return system(cmd) == 0;
-}
-
-static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void sh(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof cmd, fmt, ap);
-	va_end(ap);
-	if (system(cmd) != 0)
-		fail_msg("failed: %s", cmd);
-}
-
 static void runc_cleanup(struct fx *f)
 {
 	if (!f->holder[0])
@@ -383,11 +369,7 @@ static void runc_cleanup(struct fx *f)
 		waitpid(f->collector, NULL, 0);
 		f->collector = 0;
 	}
-	/* the cgroups runc made, deepest first, in every hierarchy */
-	snprintf(cmd, sizeof cmd,
-	         "find /sys/fs/cgroup -depth -type d -path '*/%s*' -exec rmdir {} + 2>/dev/null",
-	         f->holder);
-	(void)!system(cmd);
+	runc_remove_cgroups(f->holder); /* the cgroups runc made, in every hierarchy */
 	f->holder[0] = '\0';
 }
 
@@ -399,45 +381,14 @@ static void runc_cleanup(struct fx *f)
 static void make_bundle(struct fx *f, const char *name, const char *acct, const char *sb,
                         const char *script)
 {
-	char b[160], p[200];
-	snprintf(b, sizeof b, "%s/%s", f->dir, name);
-	sh("mkdir -p %s/rootfs/bin && cp /bin/busybox %s/rootfs/bin/ && ln -sf busybox "
-	   "%s/rootfs/bin/sh && cd %s && runc spec",
-	   b, b, b, b);
-	snprintf(p, sizeof p, "%s/config.json", b);
-	FILE *in = fopen(p, "r");
-	assert_non_null(in);
-	static char text[65536];
-	size_t n = fread(text, 1, sizeof text - 1, in);
-	fclose(in);
-	text[n] = '\0';
-	cJSON *c = cJSON_Parse(text);
-	assert_non_null(c);
-	cJSON *proc = cJSON_GetObjectItem(c, "process");
-	cJSON_ReplaceItemInObject(proc, "terminal", cJSON_CreateFalse());
-	cJSON *args = cJSON_CreateArray();
-	cJSON_AddItemToArray(args, cJSON_CreateString("/bin/busybox"));
-	cJSON_AddItemToArray(args, cJSON_CreateString("sh"));
-	cJSON_AddItemToArray(args, cJSON_CreateString("-c"));
-	cJSON_AddItemToArray(args, cJSON_CreateString(script));
-	cJSON_ReplaceItemInObject(proc, "args", args);
-	cJSON *lx = cJSON_GetObjectItem(c, "linux");
 	char cg[160];
 	snprintf(cg, sizeof cg, "/%s/%s/%s", f->holder, acct, sb);
-	cJSON_DeleteItemFromObject(lx, "cgroupsPath");
-	cJSON_AddStringToObject(lx, "cgroupsPath", cg);
-	cJSON *res = cJSON_GetObjectItem(lx, "resources");
-	cJSON *cpu = cJSON_AddObjectToObject(res, "cpu");
-	cJSON_AddNumberToObject(cpu, "quota", 100000);
-	cJSON_AddNumberToObject(cpu, "period", 100000);
-	cJSON *mem = cJSON_AddObjectToObject(res, "memory");
-	cJSON_AddNumberToObject(mem, "limit", 256 * 1024 * 1024);
 	char env_url[128], env_key[200], env_match[160];
 	snprintf(env_url, sizeof env_url, "METER_API_URL=%s", f->url);
 	snprintf(env_key, sizeof env_key, "METER_API_KEY_FILE=%s", f->keyfile);
 	snprintf(env_match, sizeof env_match, "METER_MATCH=%s/(?<account>[^/]+)/(?<sandbox>[^/]+)",
 	         f->holder);
-	cJSON *hooks = cJSON_AddObjectToObject(c, "hooks");
+	cJSON *hooks = cJSON_CreateObject();
 	const char *phases[] = {"createRuntime", "poststop"};
 	for (int i = 0; i < 2; i++) {
 		cJSON *h = cJSON_CreateObject();
@@ -456,52 +407,12 @@ static void make_bundle(struct fx *f, const char *name, const char *acct, const 
 		cJSON *list = cJSON_AddArrayToObject(hooks, phases[i]);
 		cJSON_AddItemToArray(list, h);
 	}
-	char *out = cJSON_Print(c);
-	FILE *o = fopen(p, "w");
-	assert_non_null(o);
-	fputs(out, o);
-	fclose(o);
-	free(out);
-	cJSON_Delete(c);
-}
-
-/* runc run name in the background (its output in DIR/name.log); its pid. */
-static pid_t runc_start(struct fx *f, const char *name)
-{
-	char b[160], log[200];
-	snprintf(b, sizeof b, "%s/%s", f->dir, name);
-	snprintf(log, sizeof log, "%s/%s.log", f->dir, name);
-	pid_t pid = fork();
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		int null = open("/dev/null", O_RDONLY);
-		dup2(null, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execlp("runc", "runc", "--root", f->runc_root, "run", "--bundle", b, name,
-		       (char *)NULL);
-		_exit(127);
-	}
-	return pid;
-}
-
-static int runc_wait(pid_t pid)
-{
-	int st;
-	if (waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	runc_bundle(f->dir, name, cg, script, hooks, false);
 }
 
 static void read_log(struct fx *f, const char *name, char *out, size_t len)
 {
-	char log[200];
-	snprintf(log, sizeof log, "%s/%s.log", f->dir, name);
-	FILE *in = fopen(log, "r");
-	size_t n = in ? fread(out, 1, len - 1, in) : 0;
-	out[n] = '\0';
-	if (in)
-		fclose(in);
+	runc_read_log(f->dir, name, out, len);
 }
 
 /* The figure after "key " in the v2 cgroup rel's file (cgroup.events, cpu.stat); -1: none. */
@@ -582,7 +493,7 @@ static void stop_collector(struct fx *f)
 static void runc_containers_are_admitted_metered_refused_and_released(void **state)
 {
 	struct fx *f = *state;
-	if (!have("runc") || access("/bin/busybox", X_OK) != 0)
+	if (!runc_have())
 		fail_msg("this test needs Debian's runc and busybox-static (scripts/deps.sh "
 		         "installs "
 		         "them)");
@@ -598,7 +509,7 @@ static void runc_containers_are_admitted_metered_refused_and_released(void **sta
 	make_bundle(
 	        f, "c1", "paidco", "sbx-oci-1",
 	        "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; exec /bin/busybox sleep 600");
-	f->c1 = runc_start(f, "c1");
+	f->c1 = runc_start(f->runc_root, f->dir, "c1");
 	snprintf(rel, sizeof rel, "%s/paidco/sbx-oci-1", f->holder);
 	/* admitted by the hook: registered with the bundle's size */
 	bool up = false;
@@ -618,7 +529,7 @@ static void runc_containers_are_admitted_metered_refused_and_released(void **sta
 	}
 	/* the second is refused by the hook, with meter's reason in runc's error */
 	make_bundle(f, "c2", "paidco", "sbx-oci-2", "exit 0");
-	assert_int_not_equal(runc_wait(runc_start(f, "c2")), 0);
+	assert_int_not_equal(runc_wait(runc_start(f->runc_root, f->dir, "c2")), 0);
 	read_log(f, "c2", log, sizeof log);
 	if (strstr(log, "concurrency_limit") == NULL)
 		fail_msg("c2's runc error does not carry meter's reason: %s", log);
@@ -664,7 +575,7 @@ static void runc_containers_are_admitted_metered_refused_and_released(void **sta
 	printf("c1: the kernel counted %" PRId64 " µs of CPU; sampled and rated the same\n",
 	       kernel);
 	/* c1 ends: poststop releases its place, and a third container starts */
-	sh("runc --root %s kill c1 KILL", f->runc_root);
+	runc_sh("runc --root %s kill c1 KILL", f->runc_root);
 	runc_wait(f->c1);
 	f->c1 = 0;
 	for (int i = 0; i < 100; i++) {
@@ -679,7 +590,7 @@ static void runc_containers_are_admitted_metered_refused_and_released(void **sta
 	}
 	assert_string_equal(v, "1");
 	make_bundle(f, "c3", "paidco", "sbx-oci-3", "exit 0");
-	int rc = runc_wait(runc_start(f, "c3"));
+	int rc = runc_wait(runc_start(f->runc_root, f->dir, "c3"));
 	read_log(f, "c3", log, sizeof log);
 	if (rc != 0)
 		fail_msg("c3 did not run: %s", log);

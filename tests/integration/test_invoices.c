@@ -139,7 +139,7 @@ static void final_invoices_never_change_and_late_usage_is_adjusted_later(void **
 	snprintf(grace, sizeof grace, "--invoice-grace=%llds",
 	         (long long)((now - dec) / 1000000 + 3600));
 	api_stop(&f->api);
-	assert_true(api_start(&f->api, METER_API_BIN, f->db.url, grace));
+	assert_true(api_start(&f->api, METER_API_BIN, f->db.api_url, grace));
 	seed(f);
 	sql(f, "UPDATE accounts SET trial_grant_seconds = 0 WHERE id = 'acme'");
 	runs(f, "acme", "oct-", 10, oct_at);
@@ -222,7 +222,7 @@ static void final_invoices_never_change_and_late_usage_is_adjusted_later(void **
 	cJSON_Delete(o);
 	http_free(&r);
 	api_stop(&f->api);
-	assert_true(api_start(&f->api, METER_API_BIN, f->db.url, "--log-level=info"));
+	assert_true(api_start(&f->api, METER_API_BIN, f->db.api_url, "--log-level=info"));
 }
 
 /* A process's peak resident memory (VmHWM), KiB. */
@@ -391,6 +391,42 @@ static void an_export_of_100000_sandboxes_streams_and_adds_up(void **state)
 	http_free(&r);
 }
 
+/* A price plan named like a formula is text in every CSV (issue 39, finding
+ * 10); ids cannot be (they start with a letter or a digit). */
+static void a_plan_named_like_a_formula_is_text_in_every_csv(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	sql(f, "UPDATE price_plans SET name = '=HYPERLINK(\"http://evil.example/\",\"open\")'");
+	sql(f, "UPDATE accounts SET trial_grant_seconds = 0 WHERE id = 'acme'");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	       "VALUES ('sb-f', 'acme', 1, 1, '2026-10-05T10:00:00Z', '2026-10-05T10:01:00Z')");
+	sql(f,
+	    "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) "
+	    "SELECT 'sb-f', 1, '2026-10-05T10:00:00Z'::timestamptz + k * interval '10 s', 'gen', "
+	    "k * 1000000 FROM generate_series(1, 6) k");
+	wait_rollups(f);
+	const char *paths[] = {"/v1/accounts/acme/exports/2026-10?format=usage",
+	                       "/v1/accounts/acme/exports/2026-10?format=focus",
+	                       "/v1/accounts/acme/invoices/2026-10?format=csv"};
+	for (int i = 0; i < 3; i++) {
+		struct http_res r = call(f, "GET", paths[i], f->acct, NULL);
+		assert_int_equal(r.status, 200);
+		if (strstr(r.body, "HYPERLINK") == NULL)
+			fail_msg("%s does not name the plan: %s", paths[i], r.body);
+		/* no cell starts with "=": each is "'=..." in quotes (or has its = inside) */
+		for (const char *p = r.body; (p = strchr(p, '=')) != NULL; p++)
+			if (p == r.body || p[-1] == ',' || p[-1] == '\n' ||
+			    (p[-1] == '"' && (p - 1 == r.body || p[-2] == ',' || p[-2] == '\n')))
+				fail_msg("%s has a cell that starts with '=': %.60s", paths[i], p);
+		if (i == 0) {
+			assert_non_null(
+			        strstr(r.body, "\"'=HYPERLINK(\"\"http://evil.example/\"\""));
+		}
+		http_free(&r);
+	}
+}
+
 int main(void)
 {
 	if (getenv("METER_TEST_ONLY"))
@@ -402,6 +438,8 @@ int main(void)
 	                final_invoices_never_change_and_late_usage_is_adjusted_later, apifx_setup,
 	                apifx_teardown),
 	        cmocka_unit_test_setup_teardown(an_export_of_100000_sandboxes_streams_and_adds_up,
+	                                        apifx_setup, apifx_teardown),
+	        cmocka_unit_test_setup_teardown(a_plan_named_like_a_formula_is_text_in_every_csv,
 	                                        apifx_setup, apifx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

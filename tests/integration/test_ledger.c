@@ -60,7 +60,7 @@ static int setup(void **state)
 		return -1;
 	}
 	*state = f;
-	if (!api_start(&f->api, METER_API_BIN, f->db.url, "--log-level=info") ||
+	if (!api_start(&f->api, METER_API_BIN, f->db.api_url, "--log-level=info") ||
 	    !testdb_key(&f->db, NULL, f->admin))
 		return -1;
 	return 0;
@@ -376,7 +376,7 @@ static void a_poisoned_head_of_the_queue_holds_up_no_one(void **state)
 	                 since);
 
 	/* The platform registers zero-mem with its real size: that wakes and rates it. */
-	assert_true(api_start(&f->api, METER_API_BIN, f->db.url, "--log-level=info"));
+	assert_true(api_start(&f->api, METER_API_BIN, f->db.api_url, "--log-level=info"));
 	const char *reg = "{\"id\": \"zero-mem\", \"account_id\": \"acme\", \"vcpus\": 1, "
 	                  "\"memory_gib\": 2}";
 	struct http_res r;
@@ -456,7 +456,7 @@ static void spool_records_of_an_older_collector_are_written_too(void **state)
 	                       .cpu_limit_millicores = CG_ABSENT};
 	int64_t ts = 1791194420000000; /* 2026-10-05T10:00:20Z */
 	assert_true(batch_add(&b, "sb-old", "", 5, ts, "h", &r));
-	batch_mark_end(&b);
+	batch_mark_end(&b, END_READ);
 	if (!writer_write(f->db.conn, "", b.buf, b.len, &n, err, sizeof err))
 		fail_msg("%s", err);
 	batch_free(&b);
@@ -500,7 +500,7 @@ static void race_rows(char *out, size_t len, const char *id, int i, int j)
 		at += (size_t)snprintf(
 		        out + at, len - at,
 		        "%s\t1\t2026-10-05T10:%02d:00.000000Z\trace\th\t%d\t\\N\t\\N\t"
-		        "\\N\t1073741824\t1000\t\\N\n",
+		        "\\N\t1073741824\t1000\t\\N\t\\N\n",
 		        id, k, 1000 * k);
 }
 
@@ -526,8 +526,8 @@ static void race(struct fx *f, PGconn *held, const char *rows, const char *end, 
 		assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
 		PQclear(r);
 	}
-	r = PQexec(held, "SELECT meter_samples_ingest(array_agg(ROW(" BATCH_COLUMNS
-	                 ")::meter_sample_row)) FROM held_rows");
+	r = PQexec(held, "SELECT meter_samples_ingest(array_agg(ROW(" BATCH_COLUMNS_12
+	                 ")::meter_sample_row), array_agg(end_cpu)) FROM held_rows");
 	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
 	PQclear(r);
 	pthread_t t;
@@ -1409,7 +1409,7 @@ static void grace_of_zero(struct fx *f, const char *account)
 {
 	char q[256];
 	api_stop(&f->api);
-	assert_true(api_start(&f->api, METER_API_BIN, f->db.url, "--invoice-grace=0s"));
+	assert_true(api_start(&f->api, METER_API_BIN, f->db.api_url, "--invoice-grace=0s"));
 	snprintf(q, sizeof q,
 	         "INSERT INTO accounts (id, name, plan, trial_grant_seconds) VALUES "
 	         "('%s', 'A', 'paid', 0)",

@@ -337,7 +337,7 @@ static bool write_batches(struct run *r, const struct scenario *s, bool late)
 			ok = batch_add(&bt, sb->id, limits ? s->in.accounts[sb->account].id : "",
 			               x->incarnation, x->ts_us, "gen-host", &rd);
 			if (x->ended)
-				batch_mark_end(&bt);
+				batch_mark_end(&bt, END_READ);
 		}
 		long inserted;
 		char err[512];
@@ -842,8 +842,8 @@ static bool one_seed(const char *template_name, uint64_t seed, int *scenarios)
 	bool clock = fake_clock(r.now_us);
 	bool up = clock && testdb_create_from(&r.db, "ref", template_name) &&
 	          testdb_key(&r.db, NULL, r.admin) &&
-	          api_start(&r.api, METER_API_BIN, r.db.url, "--invoice-grace=2160h") &&
-	          api_start(&r.api2, METER_API_BIN, r.db.url, "--invoice-grace=2160h");
+	          api_start(&r.api, METER_API_BIN, r.db.api_url, "--invoice-grace=2160h") &&
+	          api_start(&r.api2, METER_API_BIN, r.db.api_url, "--invoice-grace=2160h");
 	fake_clock(0);
 	if (!up) {
 		fprintf(stderr, "seed %llu: could not set up\n", (unsigned long long)seed);

@@ -222,7 +222,7 @@ static void bring_up(struct fx *f)
 	if (strcmp(value(f->rdb, "SELECT pg_is_in_recovery()", v, sizeof v), "t") != 0)
 		fail_msg("the replica is not in recovery");
 	int64_t id;
-	if (!key_create(f->db, NULL, f->admin, &id, err, sizeof err))
+	if (!key_create(f->db, "admin", NULL, f->admin, &id, err, sizeof err))
 		fail_msg("%s", err);
 	start_api(f, &f->a, true, "--read-max-lag=1h");
 	start_api(f, &f->p, false, "--no-rollup");

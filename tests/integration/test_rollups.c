@@ -136,7 +136,7 @@ static void usage_from_two_processes_rollups_equals_rating_the_raw_samples(void 
 	 * second's grace is long (90 days): its upkeep, as it starts, would otherwise make
 	 * the last month (past the default grace after its 3rd day) final before the
 	 * samples below arrive, and they would go to this month's adjustments. */
-	assert_true(api_start(&f->api2, METER_API_BIN, f->db.url, "--invoice-grace=2160h"));
+	assert_true(api_start(&f->api2, METER_API_BIN, f->db.api_url, "--invoice-grace=2160h"));
 	/* Three waves: every other sample, then the rest late and shuffled, then duplicates. */
 	for (int wave = 0; wave < 3; wave++) {
 		for (int i = 0; i < NSB; i++) {
@@ -559,7 +559,7 @@ static void dropping_old_raw_partitions_never_changes_an_invoice(void **state)
 	assert_string_equal(text(f, drop, buf, sizeof buf), "");
 	/* ... and the service says why it keeps the partition */
 	unsetenv("METER_RAW_RETENTION");
-	assert_true(api_start(&f->api2, METER_API_BIN, f->db.url, "--log-level=info"));
+	assert_true(api_start(&f->api2, METER_API_BIN, f->db.api_url, "--log-level=info"));
 	setenv("METER_RAW_RETENTION", "0", 1);
 	static char log[1 << 16];
 	const char *said = "partitions: 1 parked sandbox(es) keep raw samples past the "
@@ -595,7 +595,7 @@ static void dropping_old_raw_partitions_never_changes_an_invoice(void **state)
 	snprintf(retention, sizeof retention, "%lldd",
 	         (long long)((time(NULL) - oct_end_us / 1000000) / 86400 + 2));
 	setenv("METER_RAW_RETENTION", retention, 1);
-	assert_true(api_start(&f->api2, METER_API_BIN, f->db.url, "--log-level=info"));
+	assert_true(api_start(&f->api2, METER_API_BIN, f->db.api_url, "--log-level=info"));
 	setenv("METER_RAW_RETENTION", "0", 1);
 	for (int i = 0; i < 100 && strcmp(text(f, "SELECT to_regclass('samples_202609') IS NULL",
 	                                       buf, sizeof buf),
@@ -680,6 +680,51 @@ static void the_horizon_passing_default_rows_keeps_both_reads_equal(void **state
 	same_as_raw(f, "hz", "2026-09-25T01:00:00Z", NULL, sorted, m);
 }
 
+/* The collector's write of six samples of vsb-2, a second apart from 5
+ * minutes ago, from a cgroup whose path names account (its incarnation inc). */
+static void collector_writes(struct fx *f, const char *account, int inc)
+{
+	char q[512];
+	snprintf(q, sizeof q,
+	         "SELECT meter_samples_ingest(array_agg(ROW('vsb-2', %d, now() - interval '5 min' "
+	         "+ k * interval '1 s', '%s', 'h', k * 1000000, NULL, NULL, NULL, 1073741824, "
+	         "1000, false)::meter_sample_row)) FROM generate_series(1, 6) k",
+	         inc, account);
+	sql(f, q);
+}
+
+/*
+ * A cgroup under acme's path reporting the id of other's sandbox: the
+ * sandbox is parked with the reason, and nothing of it is billed to other
+ * (issue 39, finding 4); once those samples are gone, its own are rated.
+ */
+static void a_sandbox_id_under_another_account_s_path_is_parked_not_billed(void **state)
+{
+	struct fx *f = *state;
+	char v[600];
+	seed(f);
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) VALUES "
+	       "('vsb-2', 'other', 1, 1, now() - interval '10 min')");
+	collector_writes(f, "acme", 7);
+	wait_rollups(f);
+	text(f,
+	     "SELECT waiting_kind || ': ' || waiting FROM rollup_queue WHERE sandbox_id = 'vsb-2'",
+	     v, sizeof v);
+	if (strstr(v, "parked: cannot rate: 6 sample(s) from ") != v ||
+	    strstr(v, "come from a cgroup whose path names another account than its own, other") ==
+	            NULL)
+		fail_msg("vsb-2 is not parked for acme's cgroup: %s", v);
+	assert_int_equal(num(f, "SELECT count(*) FROM usage_hourly WHERE sandbox_id = 'vsb-2'"), 0);
+	/* the operator removes them; its own cgroup's samples are then rated */
+	sql(f, "DELETE FROM samples WHERE sandbox_id = 'vsb-2' AND account_id = 'acme'");
+	collector_writes(f, "other", 8);
+	wait_rollups(f);
+	assert_int_equal(num(f, "SELECT count(*) FROM rollup_queue WHERE sandbox_id = 'vsb-2'"), 0);
+	assert_int_equal(num(f, "SELECT coalesce(sum(cpu_measured_us), 0) FROM usage_hourly "
+	                        "WHERE sandbox_id = 'vsb-2'"),
+	                 6000000);
+}
+
 int main(void)
 {
 	if (getenv("METER_TEST_ONLY"))
@@ -700,6 +745,9 @@ int main(void)
 	                apifx_teardown),
 	        cmocka_unit_test_setup_teardown(
 	                dropping_old_raw_partitions_never_changes_an_invoice, apifx_setup,
+	                apifx_teardown),
+	        cmocka_unit_test_setup_teardown(
+	                a_sandbox_id_under_another_account_s_path_is_parked_not_billed, apifx_setup,
 	                apifx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

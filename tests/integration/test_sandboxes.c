@@ -18,6 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/queries.h"
+#include "common/clock.h"
+#include "meter/timefmt.h"
 #include "tests/support/apifx.h"
 #include "tests/support/http.h"
 
@@ -102,6 +105,64 @@ static void accounts_sandboxes_and_the_quota_check(void **state)
 	assert_string_equal(str(o, "grant_hours"), "50");
 	assert_false(cJSON_IsTrue(cJSON_GetObjectItem(o, "exhausted")));
 	cJSON_Delete(o);
+	http_free(&r);
+}
+
+/* Whether EXPLAIN ANALYZE of the quota check's state read, for key and account
+ * this month, ran its scan of accounts. */
+static bool state_read_ran(struct fx *f, const char *key, const char *account)
+{
+	char month[24];
+	snprintf(month, sizeof month, "%lld", (long long)meter_month_start(clock_now_us()));
+	const char *p[] = {account, month, key};
+	char q[4096];
+	snprintf(q, sizeof q, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) %s",
+	         q_sql(Q_STATE_KEYED));
+	PGresult *r = PQexecParams(f->db.conn, q, 3, NULL, p, NULL, NULL, 0);
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	bool ran = false, seen = false;
+	for (int i = 0; i < PQntuples(r); i++) {
+		const char *line = PQgetvalue(r, i, 0);
+		if (strstr(line, "on accounts a")) {
+			seen = true;
+			ran = strstr(line, "never executed") == NULL;
+		}
+	}
+	PQclear(r);
+	assert_true(seen);
+	return ran;
+}
+
+/*
+ * The quota check reads an account's state only for a key that may see it
+ * (issue 39, finding 11): for a bad key, another account's key or none, the
+ * read of the account never runs, so its time tells nothing of the account
+ * and a flood of bad keys costs one index descent each.
+ */
+static void the_quota_check_reads_nothing_for_a_key_that_may_not(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	assert_true(state_read_ran(f, f->acct, "acme"));
+	assert_true(state_read_ran(f, f->admin, "other"));
+	assert_false(state_read_ran(f, f->acct, "other"));   /* another account's key */
+	assert_false(state_read_ran(f, "mk_bogus", "acme")); /* no such key */
+	/* and over HTTP, the answers say no more than that */
+	struct http_res r = call(f, "POST", "/v1/quota/check", f->acct,
+	                         "{\"account_id\": \"other\", \"vcpus\": 1, \"memory_gib\": 1}"),
+	                r2 = call(f, "POST", "/v1/quota/check", f->acct,
+	                          "{\"account_id\": \"nobody\", \"vcpus\": 1, \"memory_gib\": 1}");
+	assert_int_equal(r.status, 404);
+	assert_int_equal(r2.status, 404);
+	cJSON *a = http_json(&r), *b = http_json(&r2);
+	assert_string_equal(str(a, "type"), str(b, "type"));
+	cJSON_Delete(a);
+	cJSON_Delete(b);
+	http_free(&r);
+	http_free(&r2);
+	r = call(f, "POST", "/v1/quota/check", "mk_bogus",
+	         "{\"account_id\": \"acme\", \"vcpus\": 1, \"memory_gib\": 1}");
+	assert_int_equal(r.status, 401);
 	http_free(&r);
 }
 
@@ -426,6 +487,9 @@ int main(void)
 	if (getenv("METER_TEST_ONLY"))
 		cmocka_set_test_filter(getenv("METER_TEST_ONLY"));
 	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(
+	                the_quota_check_reads_nothing_for_a_key_that_may_not, apifx_setup,
+	                apifx_teardown),
 	        cmocka_unit_test_setup_teardown(accounts_sandboxes_and_the_quota_check, apifx_setup,
 	                                        apifx_teardown),
 	        cmocka_unit_test_setup_teardown(concurrent_registrations_admit_exactly_the_limit,

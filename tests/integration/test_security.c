@@ -67,7 +67,7 @@ static int setup(void **state)
 	strftime(f->month, sizeof f->month, "%Y-%m", &tm);
 	/* debug logging, so that "never logged" covers the most talkative level */
 	setenv("METER_LOG_LEVEL", "debug", 1);
-	if (!api_start(&f->api, METER_API_BIN, f->db.url, "--request-timeout=2"))
+	if (!api_start(&f->api, METER_API_BIN, f->db.api_url, "--request-timeout=2"))
 		return -1;
 	return 0;
 }
@@ -163,7 +163,7 @@ static void every_route_refuses_another_accounts_key(void **state)
 		const char *body;
 		route_request(f, rt, "victim", "sb-victim", path, sizeof path, &body);
 		struct http_res r = call(f, rt->method, path, f->mine, body);
-		int want = rt->auth == AUTH_ADMIN ? 403 : 404;
+		int want = rt->auth == AUTH_ADMIN || rt->auth == AUTH_HOOK ? 403 : 404;
 		/* The dashboard's own page ignores ?account= for an account key: it shows
 		 * the key's own account, which must not be the victim's. */
 		bool own_page = strcmp(rt->pattern, "/dashboard") == 0 && r.status == 200;
@@ -188,6 +188,83 @@ static void every_route_refuses_another_accounts_key(void **state)
 		checked++;
 	}
 	assert_true(checked >= 16); /* every route that takes a key */
+}
+
+/* A hook key (what meter-hook holds on a host) checks quotas and registers and stops
+ * sandboxes; every other route refuses it, and one limited to an account does so for that
+ * account alone, with the same 404 an account key gets for another account. */
+static void hook_keys_check_quotas_and_register_and_stop_sandboxes_only(void **state)
+{
+	struct fx *f = *state;
+	char any[KEY_LEN + 1], mine[KEY_LEN + 1], err[256];
+	int64_t id;
+	if (!key_create(f->db.conn, "hook", NULL, any, &id, err, sizeof err) ||
+	    !key_create(f->db.conn, "hook", "mine", mine, &id, err, sizeof err))
+		fail_msg("%s", err);
+	int refused = 0;
+	for (int i = 0; i < routes_count; i++) {
+		const struct route *rt = &routes[i];
+		if (rt->auth == AUTH_PUBLIC || rt->auth == AUTH_HOOK ||
+		    strcmp(rt->pattern, "/v1/quota/check") == 0)
+			continue;
+		char path[512];
+		const char *body;
+		route_request(f, rt, "mine", "sb-mine", path, sizeof path, &body);
+		const char *keys[] = {any, mine};
+		for (int k = 0; k < 2; k++) {
+			struct http_res r = call(f, rt->method, path, keys[k], body);
+			if (r.status != 403 || !r.body || !strstr(r.body, "key"))
+				fail_msg("%s %s with a hook key: %d %s", rt->method, path, r.status,
+				         r.body ? r.body : "");
+			http_free(&r);
+		}
+		refused++;
+	}
+	assert_true(refused >= 16);
+
+#define CHECK(acct) "{\"account_id\": \"" acct "\", \"vcpus\": 1, \"memory_gib\": 1}"
+#define REG(id, acct)                                                                              \
+	"{\"id\": \"" id "\", \"account_id\": \"" acct "\", \"vcpus\": 1, \"memory_gib\": 1}"
+	struct {
+		const char *key, *method, *path, *body;
+		int want;
+	} steps[] = {
+	        {mine, "POST", "/v1/quota/check", CHECK("mine"), 200},
+	        {any, "POST", "/v1/quota/check", CHECK("victim"), 200},
+	        {mine, "POST", "/v1/quota/check", CHECK("victim"), 404},
+	        {mine, "POST", "/v1/sandboxes", REG("sb-hook-1", "mine"), 201},
+	        {mine, "POST", "/v1/sandboxes", REG("sb-hook-2", "victim"), 404},
+	        {any, "POST", "/v1/sandboxes", REG("sb-hook-3", "victim"), 201},
+	        {mine, "POST", "/v1/sandboxes/sb-victim/stop", "{}", 404},
+	        {mine, "POST", "/v1/sandboxes/sb-hook-1/stop", "{}", 200},
+	        {any, "POST", "/v1/sandboxes/sb-hook-3/stop", "{}", 200},
+	};
+#undef CHECK
+#undef REG
+	for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+		struct http_res r =
+		        call(f, steps[i].method, steps[i].path, steps[i].key, steps[i].body);
+		if (r.status != steps[i].want)
+			fail_msg("step %zu: %s %s %s: %d, not %d: %s", i, steps[i].method,
+			         steps[i].path, steps[i].body, r.status, steps[i].want,
+			         r.body ? r.body : "");
+		if (r.body && strstr(r.body, "Victim Secret"))
+			fail_msg("step %zu shows the victim's data", i);
+		http_free(&r);
+	}
+	char v[64];
+	assert_string_equal(testdb_value(&f->db,
+	                                 "SELECT count(*) FROM sandboxes WHERE id = 'sb-hook-2' "
+	                                 "OR (id = 'sb-victim' AND stopped_at IS NOT NULL)",
+	                                 v, sizeof v),
+	                    "0");
+	assert_string_equal(
+	        testdb_value(&f->db,
+	                     "SELECT string_agg(account_id, ',' ORDER BY id) FROM "
+	                     "sandboxes WHERE id LIKE 'sb-hook-%' AND stopped_at IS NOT "
+	                     "NULL",
+	                     v, sizeof v),
+	        "mine,victim");
 }
 
 static const char *const hostile[] = {
@@ -531,7 +608,7 @@ static void a_whole_request_left_unread_while_threads_are_busy_is_answered(void 
 	struct fx *f = *state;
 	api_stop(&f->api);
 	setenv("METER_THREADS", "1", 1);
-	bool started = api_start(&f->api, METER_API_BIN, f->db.url, "--request-timeout=1");
+	bool started = api_start(&f->api, METER_API_BIN, f->db.api_url, "--request-timeout=1");
 	unsetenv("METER_THREADS");
 	assert_true(started);
 	int fd = raw(f); /* accepted while the thread is free */
@@ -563,6 +640,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test_setup_teardown(every_route_refuses_another_accounts_key, setup,
 	                                        teardown),
+	        cmocka_unit_test_setup_teardown(
+	                hook_keys_check_quotas_and_register_and_stop_sandboxes_only, setup,
+	                teardown),
 	        cmocka_unit_test_setup_teardown(sql_metacharacters_in_every_field_are_data, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(keys_never_reach_the_log_checked, setup, teardown),

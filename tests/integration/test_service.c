@@ -74,6 +74,16 @@ static void public_routes_give_the_published_figures(void **state)
 	http_free(&r);
 	r = call(f, "GET", "/no/such/route", NULL, NULL);
 	http_free(&r);
+	/* ends the collector could not read exactly, as its write sends them: one
+	 * estimated, two at the last reading (one of them twice: one end each) */
+	assert_true(testdb_exec(
+	        &f->db, "SELECT meter_samples_ingest(ARRAY[ROW(s.id, s.inc, now() - s.ago, "
+	                "NULL, 'h', 5, NULL, NULL, NULL, NULL, NULL, true)::"
+	                "meter_sample_row], ARRAY[s.how]) FROM (VALUES ('e-1', 1, interval '1 s', "
+	                "'estimated'), "
+	                "('l-1', 1, interval '2 s', 'last'), ('l-1', 2, interval '3 s', 'last'), "
+	                "('l-1', 2, interval '4 s', 'last'), ('r-1', 1, interval '5 s', "
+	                "'read')) s(id, inc, ago, how)"));
 	r = call(f, "GET", "/metrics", NULL, NULL);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strstr(
@@ -84,6 +94,8 @@ static void public_routes_give_the_published_figures(void **state)
 		if ((unsigned char)*p >= 0x7f || ((unsigned char)*p < 0x20 && *p != '\n'))
 			fail_msg("/metrics has a byte 0x%02x at %td", (unsigned char)*p,
 			         p - r.body);
+	assert_non_null(strstr(r.body, "meter_sandbox_ends_inexact{cpu=\"estimated\"} 1\n"));
+	assert_non_null(strstr(r.body, "meter_sandbox_ends_inexact{cpu=\"last\"} 2\n"));
 	assert_non_null(strstr(r.body, "meter_rollup_lag_seconds"));
 	assert_non_null(strstr(r.body, "meter_database_errors_total"));
 	assert_non_null(strstr(r.body, "meter_http_request_duration_seconds_bucket"));
@@ -269,7 +281,7 @@ static void requests_are_bounded(void **state)
 	 * with keep-alive (an answered one stays open), four are answered and two are closed
 	 * unanswered, whichever the server took first; a place freed serves again */
 	api_stop(&f->api);
-	assert_true(api_start(&f->api, METER_API_BIN, f->db.url, "--max-connections-per-ip=4"));
+	assert_true(api_start(&f->api, METER_API_BIN, f->db.api_url, "--max-connections-per-ip=4"));
 	usleep(500000); /* the start's own /healthz connections are gone */
 	int fds[6], answered = 0;
 	const char *req = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -331,7 +343,7 @@ static void slow_requests_never_hold_a_request_thread(void **state)
 	api_stop(&f->api);
 	setenv("METER_THREADS", "1", 1);
 	setenv("METER_SLOW_THREADS", "2", 1);
-	bool started = api_start(&f->api, METER_API_BIN, f->db.url, "--log-level=info");
+	bool started = api_start(&f->api, METER_API_BIN, f->db.api_url, "--log-level=info");
 	unsetenv("METER_THREADS");
 	unsetenv("METER_SLOW_THREADS");
 	assert_true(started);
@@ -357,6 +369,59 @@ static void slow_requests_never_hold_a_request_thread(void **state)
 		pthread_join(t[i], NULL);
 		assert_int_equal(g[i].status, 200);
 	}
+}
+
+/*
+ * A route that holds its database connection long (an invoice waiting on its
+ * lock here; an export read slowly in the field) never takes the connections
+ * kept for quota checks and admissions (issue 39, finding 3). With 4
+ * connections (1 kept) and a slow lane of 4, four invoice requests wait: three
+ * hold the connections open to them, the fourth waits for one and gives up
+ * (503); quota checks, registrations and stops are answered all the while.
+ */
+static void slow_routes_never_take_the_connections_kept_for_admissions(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	api_stop(&f->api);
+	setenv("METER_DB_POOL", "4", 1);
+	setenv("METER_SLOW_THREADS", "4", 1);
+	bool started = api_start(&f->api, METER_API_BIN, f->db.api_url, "--log-level=info");
+	unsetenv("METER_DB_POOL");
+	unsetenv("METER_SLOW_THREADS");
+	assert_true(started);
+	sql(f, "SELECT pg_advisory_lock(hashtext('meter.invoice:' || 'acme'))");
+	enum { N = 4 };
+	pthread_t t[N];
+	struct slow_call g[N];
+	for (int i = 0; i < N; i++) {
+		g[i] = (struct slow_call){.f = f};
+		assert_int_equal(pthread_create(&t[i], NULL, invoice_call, &g[i]), 0);
+	}
+	usleep(500000); /* the four are asked, three hold a connection */
+	const char *q = "{\"account_id\": \"acme\", \"vcpus\": 1, \"memory_gib\": 1}";
+	for (int i = 0; i < 20; i++) {
+		struct http_res r = call(f, "POST", "/v1/quota/check", f->acct, q);
+		assert_int_equal(r.status, 200);
+		http_free(&r);
+	}
+	struct http_res r = call(f, "POST", "/v1/sandboxes", f->admin,
+	                         "{\"id\": \"sb-kept\", \"account_id\": \"other\", "
+	                         "\"vcpus\": 1, \"memory_gib\": 1}");
+	assert_int_equal(r.status, 201);
+	http_free(&r);
+	r = call(f, "POST", "/v1/sandboxes/sb-kept/stop", f->admin, NULL);
+	assert_int_equal(r.status, 200);
+	http_free(&r);
+	sql(f, "SELECT pg_advisory_unlock(hashtext('meter.invoice:' || 'acme'))");
+	int ok = 0, busy = 0;
+	for (int i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		ok += g[i].status == 200;
+		busy += g[i].status == 503;
+	}
+	assert_int_equal(ok + busy, N);
+	assert_true(ok >= 3);
 }
 
 /* Sends request (whole, as text) to the API and reads the answer until it closes (5 s). */
@@ -424,6 +489,17 @@ static void what_clients_see_is_hardened(void **state)
 	http_free(&r);
 	assert_int_equal(num(f, "SELECT count(*) FROM sessions"), sessions);
 	snprintf(origin, sizeof origin, "Origin: http://127.0.0.1:%d", f->api.port);
+	/* a hook key opens no pages */
+	char hook[KEY_LEN + 1], err[256], hookform[96];
+	int64_t hook_id;
+	if (!key_create(f->db.conn, "hook", NULL, hook, &hook_id, err, sizeof err))
+		fail_msg("%s", err);
+	snprintf(hookform, sizeof hookform, "key=%s", hook);
+	r = form_post(f, "/login", hookform, origin);
+	assert_int_equal(r.status, 303);
+	assert_string_equal(r.location, "/login?failed=1");
+	http_free(&r);
+	assert_int_equal(num(f, "SELECT count(*) FROM sessions"), sessions);
 	r = form_post(f, "/login", form, origin);
 	assert_int_equal(r.status, 303);
 	assert_null(strstr(r.cookie, "Secure"));
@@ -482,7 +558,7 @@ static void what_clients_see_is_hardened(void **state)
 	api_stop(&f->api);
 	/* with a replica that cannot be reached, and Secure cookies */
 	setenv("METER_READ_DATABASE_URL", "postgresql:///meter?host=/nonexistent-meter-dir", 1);
-	bool up = api_start(&f->api, METER_API_BIN, f->db.url, "--secure-cookies");
+	bool up = api_start(&f->api, METER_API_BIN, f->db.api_url, "--secure-cookies");
 	unsetenv("METER_READ_DATABASE_URL");
 	assert_true(up);
 	for (int i = 0; i < 100 && num(f, "SELECT count(*) FROM sessions WHERE expires_at < now() "
@@ -648,6 +724,9 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(requests_are_bounded, apifx_setup, apifx_teardown),
 	        cmocka_unit_test_setup_teardown(slow_requests_never_hold_a_request_thread,
 	                                        apifx_setup, apifx_teardown),
+	        cmocka_unit_test_setup_teardown(
+	                slow_routes_never_take_the_connections_kept_for_admissions, apifx_setup,
+	                apifx_teardown),
 	        cmocka_unit_test_setup_teardown(what_clients_see_is_hardened, apifx_setup,
 	                                        apifx_teardown),
 	        cmocka_unit_test_setup_teardown(https_is_served_with_secure_cookies, apifx_setup,

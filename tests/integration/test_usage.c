@@ -414,6 +414,41 @@ static void an_account_of_many_sandboxes_is_listed_a_page_at_a_time(void **state
 	cJSON_Delete(less);
 }
 
+/*
+ * Each first page of a long list keeps a listing; an account keeps its newest
+ * 100 only (issue 39, finding 12): the 101st first page drops the oldest,
+ * whose cursor then says to start again, while the newest still pages.
+ */
+static void an_account_keeps_its_newest_listings_only(void **state)
+{
+	struct fx *f = *state;
+	seed(f);
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	       "SELECT 'l-' || k, 'acme', 1, 1, '2026-10-05T00:00:00Z', '2026-10-05T00:10:00Z' "
+	       "FROM generate_series(1, 3) k");
+	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) "
+	       "SELECT 'l-' || k, 1, '2026-10-05T00:05:00Z', 'h', k * 1000000 "
+	       "FROM generate_series(1, 3) k");
+	wait_rollups(f);
+	const char *first = "/v1/accounts/acme/usage?from=2026-10-01T00:00:00Z"
+	                    "&to=2026-11-01T00:00:00Z&limit=1";
+	char oldest[256] = "", newest[256] = "", url[512];
+	for (int i = 0; i < 101; i++) {
+		cJSON *o = get_json(f, first, 200);
+		const char *c = cJSON_GetObjectItem(o, "next_cursor")->valuestring;
+		snprintf(i == 0 ? oldest : newest, sizeof oldest, "%s", c);
+		cJSON_Delete(o);
+	}
+	assert_int_equal(num(f, "SELECT count(*) FROM usage_listings WHERE account_id = 'acme'"),
+	                 100);
+	snprintf(url, sizeof url, "%s&cursor=%s", first, oldest);
+	cJSON *o = get_json(f, url, 422);
+	assert_non_null(strstr(str(o, "detail"), "the newest 100 of an account"));
+	cJSON_Delete(o);
+	snprintf(url, sizeof url, "%s&cursor=%s", first, newest);
+	cJSON_Delete(get_json(f, url, 200));
+}
+
 int main(void)
 {
 	if (getenv("METER_TEST_ONLY"))
@@ -428,6 +463,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                an_account_of_many_sandboxes_is_listed_a_page_at_a_time, apifx_setup,
 	                apifx_teardown),
+	        cmocka_unit_test_setup_teardown(an_account_keeps_its_newest_listings_only,
+	                                        apifx_setup, apifx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -40,7 +40,12 @@ struct fx {
 
 /* Short timeouts and back-offs, so a whole schedule fits in a test. */
 static const char *const api_args[] = {"--log-level=info", "--webhook-timeout=500ms",
-                                       "--webhook-first-retry=50ms", NULL};
+                                       "--webhook-first-retry=50ms",
+                                       /* the test's receiver listens on loopback */
+                                       "--webhook-allow=127.0.0.1/32", NULL};
+/* The same, with no address allowed beyond the public ones (the default). */
+static const char *const api_args_strict[] = {"--log-level=info", "--webhook-timeout=500ms",
+                                              "--webhook-first-retry=50ms", NULL};
 
 static void path_in(const struct fx *f, const char *name, char *out, size_t len)
 {
@@ -76,7 +81,7 @@ static int setup(void **state)
 	                         "('other', 'Other', 'paid', 180000, 100)") ||
 	    !testdb_key(&f->db, NULL, f->admin) || !testdb_key(&f->db, "acme", f->acct))
 		return -1;
-	return api_start_args(&f->api, METER_API_BIN, f->db.url, api_args) ? 0 : -1;
+	return api_start_args(&f->api, METER_API_BIN, f->db.api_url, api_args) ? 0 : -1;
 }
 
 static void receiver_stop(struct fx *f)
@@ -406,7 +411,7 @@ static void every_event_arrives_signed_through_failures_and_restarts(void **stat
 	/* meter-api stops with deliveries pending; the receiver comes up; meter-api again */
 	assert_int_equal(api_stop(&f->api), 0);
 	receiver_start(f, port);
-	assert_true(api_start_args(&f->api, METER_API_BIN, f->db.url, api_args));
+	assert_true(api_start_args(&f->api, METER_API_BIN, f->db.api_url, api_args));
 	assert_true(wait_deliveries(f, all, 5, is_delivered));
 	assert_true(wait_deliveries(f, other, 1, is_delivered));
 
@@ -438,7 +443,7 @@ static void every_event_arrives_signed_through_failures_and_restarts(void **stat
 			const cJSON *st = cJSON_GetObjectItem(a, "status");
 			const cJSON *err = cJSON_GetObjectItem(a, "error");
 			n++;
-			if (cJSON_IsNull(st) && strstr(err->valuestring, "imed out"))
+			if (cJSON_IsNull(st) && strncmp(err->valuestring, "timeout: ", 9) == 0)
 				timed_out++;
 			else if (cJSON_IsNull(st) && strstr(err->valuestring, "stopped"))
 				; /* abandoned when meter-api stopped: possible, not required */
@@ -505,6 +510,66 @@ static void every_event_arrives_signed_through_failures_and_restarts(void **stat
 }
 
 /* meter-api killed while the receiver holds a request: the delivery is sent again. */
+/*
+ * Webhooks reach only what they should (issue 39, finding 8): an endpoint on
+ * a loopback, private, link-local or unique-local address, in any spelling,
+ * or with credentials, is refused when made; one that reaches such an
+ * address only after DNS, or was made while it was allowed, is blocked when
+ * connected to; and a failure is recorded as a short class, never the
+ * transport's words.
+ */
+static void webhooks_reach_only_what_they_should(void **state)
+{
+	struct fx *f = *state;
+	const char *refused[][2] = {
+	        {"http://10.1.2.3/", "private"},
+	        {"http://0x7f000002:5432/", "loopback"},
+	        {"http://127.2:5432/", "loopback"}, /* 127.0.0.2 */
+	        {"http://2130706433/", "loopback"}, /* 127.0.0.1 is allowed here, but */
+	        {"http://[::1]:5432/", "loopback"},
+	        {"http://[::ffff:10.0.0.1]/", "private"},
+	        {"http://169.254.169.254/latest/meta-data/", "link-local"},
+	        {"http://[fd00::1]/", "unique-local"},
+	        {"http://localhost:5432/", "loopback"},
+	        {"http://db.localhost/", "loopback"},
+	        {"http://user:pass@example.com/", "credentials"},
+	};
+	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+		char body[256];
+		snprintf(body, sizeof body,
+		         "{\"url\": \"%s\", \"events\": [\"invoice.finalized\"]}", refused[i][0]);
+		cJSON *j = call(f, "POST", "/v1/webhooks", f->admin, body,
+		                i == 3 ? 201 : 422); /* 2130706433 is 127.0.0.1, allowed */
+		if (i != 3 &&
+		    strstr(cJSON_GetObjectItem(j, "detail")->valuestring, refused[i][1]) == NULL)
+			fail_msg("%s: %s", refused[i][0],
+			         cJSON_GetObjectItem(j, "detail")->valuestring);
+		cJSON_Delete(j);
+	}
+	char v[32];
+	assert_string_equal(
+	        testdb_value(&f->db, "SELECT count(*) FROM webhook_endpoints", v, sizeof v), "1");
+	/* made while loopback was allowed; then meter-api runs with nothing allowed: each
+	 * attempt is blocked at the connection, and the receiver hears nothing */
+	receiver_start(f, 0);
+	long id = endpoint(f, "blocked", "[\"limit.trial_exhausted\"]", NULL);
+	assert_int_equal(api_stop(&f->api), 0);
+	assert_true(api_start_args(&f->api, METER_API_BIN, f->db.api_url, api_args_strict));
+	make_events(f);
+	assert_true(wait_deliveries(f, id, 1, was_refused));
+	cJSON *d = deliveries(f, id);
+	const cJSON *a =
+	        cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(d, 0), "attempts"), 0);
+	assert_string_equal(cJSON_GetObjectItem(a, "error")->valuestring,
+	                    "blocked: its address is loopback, which webhooks may not reach "
+	                    "(--webhook-allow)");
+	cJSON_Delete(d);
+	char p[128];
+	struct stat st;
+	path_in(f, "received.jsonl", p, sizeof p);
+	assert_true(stat(p, &st) != 0 || st.st_size == 0); /* nothing reached the receiver */
+}
+
 static void a_delivery_cut_off_by_a_crash_is_sent_again(void **state)
 {
 	struct fx *f = *state;
@@ -533,7 +598,7 @@ static void a_delivery_cut_off_by_a_crash_is_sent_again(void **state)
 	kill(f->api.pid, SIGKILL);
 	waitpid(f->api.pid, NULL, 0);
 	f->api.pid = 0;
-	assert_true(api_start_args(&f->api, METER_API_BIN, f->db.url, api_args));
+	assert_true(api_start_args(&f->api, METER_API_BIN, f->db.api_url, api_args));
 	/* the lease (2 x 500 ms + 5 s) ends; the delivery is taken again */
 	assert_true(wait_deliveries(f, id, 1, is_delivered));
 	int arrived, answered;
@@ -587,7 +652,7 @@ static void a_month_past_its_grace_is_made_final_unasked(void **state)
 	                    "0");
 	/* the upkeep runs when meter-api starts (and every hour) */
 	assert_int_equal(api_stop(&f->api), 0);
-	assert_true(api_start_args(&f->api, METER_API_BIN, f->db.url, api_args));
+	assert_true(api_start_args(&f->api, METER_API_BIN, f->db.api_url, api_args));
 	assert_true(wait_deliveries(f, id, 1, is_delivered));
 	cJSON *arr = deliveries(f, id);
 	const cJSON *data = cJSON_GetObjectItem(
@@ -648,7 +713,7 @@ static void the_last_failure_fails_a_delivery_and_redelivery_revives_it(void **s
 	/* eleven attempts made already: the next is the last of the schedule */
 	if (!testdb_exec(&f->db, "UPDATE webhook_deliveries SET step = 11, attempts = 11"))
 		fail_msg("could not set the attempts");
-	assert_true(api_start_args(&f->api, METER_API_BIN, f->db.url, api_args));
+	assert_true(api_start_args(&f->api, METER_API_BIN, f->db.api_url, api_args));
 	assert_true(wait_deliveries(f, id, 1, is_failed));
 	metric(f, "failed", v, sizeof v);
 	assert_string_equal(v, "1");
@@ -684,6 +749,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(endpoints_are_managed_and_checked, setup, teardown),
 	        cmocka_unit_test_setup_teardown(
 	                every_event_arrives_signed_through_failures_and_restarts, setup, teardown),
+	        cmocka_unit_test_setup_teardown(webhooks_reach_only_what_they_should, setup,
+	                                        teardown),
 	        cmocka_unit_test_setup_teardown(a_delivery_cut_off_by_a_crash_is_sent_again, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(a_month_past_its_grace_is_made_final_unasked, setup,

@@ -63,7 +63,7 @@ int apifx_setup(void **state)
 		return -1;
 	}
 	*state = f;
-	if (!api_start(&f->api, METER_API_BIN, f->db.url, "--log-level=info"))
+	if (!api_start(&f->api, METER_API_BIN, f->db.api_url, "--log-level=info"))
 		return -1;
 	return 0;
 }

@@ -189,6 +189,8 @@ static void remove_logs(void)
 {
 	char pattern[64];
 	glob_t g;
+	if (getenv("METER_TEST_KEEP_LOGS")) /* to read after a failure */
+		return;
 	snprintf(pattern, sizeof pattern, "/tmp/meter-api-%d-*.log", (int)getpid());
 	if (glob(pattern, 0, NULL, &g) != 0)
 		return;
@@ -248,6 +250,7 @@ int api_stop(struct api_proc *a)
 	kill(a->pid, SIGTERM);
 	waitpid(a->pid, &st, 0);
 	a->pid = 0;
-	unlink(a->log);
+	if (!getenv("METER_TEST_KEEP_LOGS"))
+		unlink(a->log);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }

@@ -174,9 +174,13 @@ static bool create(struct testdb *t, const char *tag, const char *template_name)
 			if (o->val == NULL || *o->val == '\0' || strcmp(o->keyword, "dbname") == 0)
 				continue;
 			append_kv(t->url, sizeof t->url, o->keyword, o->val);
+			if (strcmp(o->keyword, "user") != 0)
+				append_kv(t->api_url, sizeof t->api_url, o->keyword, o->val);
 		}
 		PQconninfoFree(opts);
 		append_kv(t->url, sizeof t->url, "dbname", t->name);
+		append_kv(t->api_url, sizeof t->api_url, "dbname", t->name);
+		append_kv(t->api_url, sizeof t->api_url, "user", "meter_api");
 	}
 	PQfinish(admin);
 	if (!ok)
@@ -305,7 +309,7 @@ bool testdb_key(struct testdb *t, const char *account, char *key)
 {
 	char err[256];
 	int64_t id;
-	if (key_create(t->conn, account, key, &id, err, sizeof err))
+	if (key_create(t->conn, account ? "account" : "admin", account, key, &id, err, sizeof err))
 		return true;
 	fprintf(stderr, "%s\n", err);
 	return false;

@@ -13,7 +13,11 @@
 struct testdb {
 	char name[64];
 	char url[4096]; /* keyword/value connection string of the new database */
-	PGconn *conn;   /* a connection to it, as the owner */
+	/* the same as meter_api, the role meter-api logs in as (migration 0043): the
+	 * cluster must let it in as it lets the owner (trust on the private cluster's
+	 * socket) */
+	char api_url[4096];
+	PGconn *conn; /* a connection to it, as the owner */
 };
 
 /* Creates the database; prints why and returns false when it cannot. */

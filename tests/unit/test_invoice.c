@@ -12,6 +12,7 @@
 #include "meter/invoice.h"
 #include "meter/ledger.h"
 #include "meter/timefmt.h"
+#include "reports/csv.h"
 #include "reports/invoice_doc.h"
 
 #define H INT64_C(3600000000) /* an hour in µs */
@@ -343,9 +344,38 @@ static void recorded_quantities_give_back_the_lines(void **state)
 	assert_true(adjusted > 200);
 }
 
+/* A name a spreadsheet would run is written as text; numbers stay numbers. */
+static void csv_cells_that_look_like_formulas_are_neutralised(void **state)
+{
+	(void)state;
+	struct csv c = {0};
+	const char *row[] = {"=HYPERLINK(\"http://x\",\"y\")",
+	                     "+1",
+	                     "-2+3",
+	                     "@SUM(A1)",
+	                     "\tx",
+	                     "\rx",
+	                     "-0.25",
+	                     "12",
+	                     "-7",
+	                     "plan-1",
+	                     "a=b",
+	                     ""};
+	csv_row(&c, row, sizeof row / sizeof row[0]);
+	assert_false(c.oom);
+	assert_string_equal(c.buf, "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\",\"'+1\",\"'-2+3\","
+	                           "\"'@SUM(A1)\",\"'\tx\",\"'\rx\",-0.25,12,-7,plan-1,a=b,\r\n");
+	assert_true(csv_formula("-"));
+	assert_true(csv_formula("-.5"));
+	assert_false(csv_formula("-0.5"));
+	assert_false(csv_formula(""));
+	free(c.buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(csv_cells_that_look_like_formulas_are_neutralised),
 	        cmocka_unit_test(the_worked_example_invoice_is_1_28_never_1_27),
 	        cmocka_unit_test(a_price_change_gives_a_line_per_price),
 	        cmocka_unit_test(the_trial_is_billed_then_credited_to_the_nano_dollar),

@@ -111,6 +111,40 @@ static void annotations_win_over_the_path(void **state)
 	assert_string_equal(t.account, "from-state");
 }
 
+/* The path the collector meters decides: annotations naming another sandbox
+ * or account than it are refused (a container must not admit, bill or release
+ * in another account's name), whatever the phase. */
+static void annotations_that_disagree_with_the_path_are_refused(void **state)
+{
+	struct fx *f = *state;
+	struct oci_target t;
+	char err[512];
+	bundle(f, sized); /* /sandboxes/acme/sbx-1 */
+	const char *phases[] = {"creating", "stopped"};
+	for (int i = 0; i < 2; i++) {
+		assert_false(read_state(
+		        f, phases[i],
+		        "{\"meter.account\": \"victim\", \"meter.sandbox\": \"sbx-1\"}", &t, err));
+		assert_true(t.conflict);
+		assert_non_null(strstr(err,
+		                       "container c1: the annotation meter.account \"victim\" is "
+		                       "not the account of its cgroup path"));
+		assert_non_null(strstr(err, "(\"acme\")"));
+		assert_false(read_state(f, phases[i], "{\"meter.sandbox\": \"vsb-1\"}", &t, err));
+		assert_true(t.conflict);
+		assert_non_null(strstr(err, "meter.sandbox \"vsb-1\""));
+	}
+	/* annotations that say the same are fine */
+	assert_true(read_state(f, "creating",
+	                       "{\"meter.account\": \"acme\", \"meter.sandbox\": \"sbx-1\"}", &t,
+	                       err));
+	assert_false(t.conflict);
+	assert_string_equal(t.account, "acme");
+	/* and what is not read is no conflict */
+	assert_false(read_state(f, "running", "", &t, err));
+	assert_false(t.conflict);
+}
+
 static void unlimited_resources_read_as_none(void **state)
 {
 	struct fx *f = *state;
@@ -163,6 +197,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(the_path_names_the_sandbox_and_the_limits_size_it,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(annotations_win_over_the_path, setup, teardown),
+	        cmocka_unit_test_setup_teardown(annotations_that_disagree_with_the_path_are_refused,
+	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(unlimited_resources_read_as_none, setup, teardown),
 	        cmocka_unit_test_setup_teardown(what_cannot_be_read_is_said, setup, teardown),
 	};

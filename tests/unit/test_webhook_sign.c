@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "api/webhook.h"
+#include "common/netallow.h"
 #include "common/webhooks.h"
 
 static void the_published_test_vector_signs_the_same(void **state)
@@ -126,8 +127,17 @@ static void random_messages_match_python_hmac(void **state)
 static void urls_and_events_are_checked(void **state)
 {
 	(void)state;
-	assert_string_equal(webhook_url_problem("http://127.0.0.1:9000/hook"), "");
 	assert_string_equal(webhook_url_problem("https://hooks.example.com/meter?x=1"), "");
+	/* loopback only once the allow list holds it */
+	assert_string_not_equal(webhook_url_problem("http://127.0.0.1:9000/hook"), "");
+	struct net_allow allow;
+	char err[128];
+	assert_true(net_allow_parse("127.0.0.1/32", &allow, err, sizeof err));
+	webhook_allow_set(&allow);
+	assert_string_equal(webhook_url_problem("http://127.0.0.1:9000/hook"), "");
+	assert_string_not_equal(webhook_url_problem("http://127.0.0.2:9000/hook"), "");
+	struct net_allow none = {0};
+	webhook_allow_set(&none);
 	const char *bad[] = {"",
 	                     "ftp://example.com/",
 	                     "http://",
