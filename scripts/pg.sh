@@ -6,11 +6,21 @@
 #                                    database "meter"; prints DATABASE_URL
 #   scripts/pg.sh stop [--immediate] fast (or immediate) shutdown; safe when not running
 #   scripts/pg.sh status             exit 0 when running, 3 when not
-#   scripts/pg.sh url                print the DATABASE_URL of the cluster
+#   scripts/pg.sh url [--as ROLE]    print the DATABASE_URL of the cluster (as the
+#                                    bootstrap superuser, or as ROLE: meter_owner,
+#                                    meter_api, meter_collector, meter_reader)
 #   scripts/pg.sh destroy            stop and delete the cluster's folder
 #   scripts/pg.sh replica FROM [--port N]
 #                                    a streaming replica (pg_basebackup) of the
 #                                    running cluster whose folder is FROM, then start
+#
+# Roles: "meter", the bootstrap superuser, is for the tests' harness and for a
+# DBA's psql; no meter program runs as it. "meter_owner" (LOGIN CREATEROLE,
+# no superuser) owns the database "meter": meter migrate and meter key create
+# run as it, and the migrations make meter_api, meter_collector and
+# meter_reader, the roles meter-api, meter-collector and a replica's reads log
+# in as (scripts/run.sh). A cluster made before meter_owner existed has its
+# objects handed to meter_owner at the next start.
 #
 # METER_PG_DIR moves the folder (default: .pg in the checkout). Every command
 # is safe to run twice. The server cannot run as root, so when called as root
@@ -24,6 +34,7 @@ sock=$pgdir/run
 log=$pgdir/server.log
 db=meter
 superuser=meter
+owner=meter_owner
 
 die() { echo "pg.sh: $*" >&2; exit 1; }
 
@@ -34,7 +45,8 @@ done
 [[ -n $bindir ]] || die "no PostgreSQL server binaries under /usr/lib/postgresql; run scripts/deps.sh (Debian package postgresql)"
 
 # With a port (start --port N), the socket's name carries it too.
-url() { echo "postgresql:///${1:-$db}?host=$sock&user=$superuser${port:+&port=$port}"; }
+# url [DB [ROLE]]
+url() { echo "postgresql:///${1:-$db}?host=$sock&user=${2:-$superuser}${port:+&port=$port}"; }
 
 as_owner() {
 	if [[ $(id -u) -eq 0 ]]; then
@@ -58,6 +70,71 @@ own_dir() {
 	fi
 }
 
+# The database "meter" (made if missing) and what is in it, owned by
+# meter_owner: objects of the superuser's, from a cluster older than
+# meter_owner, are handed to it. (In PostgreSQL 15 the schema public belongs
+# to the database's owner.)
+database() {
+	# (a replica has what its primary has, and takes no writes)
+	if [[ $("$bindir/psql" -X -q -d "$(url postgres)" -tAc "SELECT pg_is_in_recovery()") == t ]]; then
+		return 0
+	fi
+	if ! "$bindir/psql" -X -q -d "$(url postgres)" -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1; then
+		"$bindir/psql" -X -q -d "$(url postgres)" -c "CREATE DATABASE $db" >/dev/null
+	fi
+	# The handover takes each object's lock in turn. A cluster restarted
+	# under load (programs reconnecting while it runs) can make it a
+	# deadlock's victim, which undoes it whole: it is tried again.
+	local try
+	for try in 1 2 3 4 5 6 7 8 9 10; do
+		hand_over && return 0
+		echo "pg.sh: handing the database to $owner, try $try failed: $(grep -m 1 ERROR "$pgdir/owner.log" || tail -n 1 "$pgdir/owner.log")" >&2
+		sleep 1
+	done
+	die "could not hand the database to $owner; see $pgdir/owner.log"
+}
+
+hand_over() {
+	"$bindir/psql" -X -q -v ON_ERROR_STOP=1 -d "$(url)" >"$pgdir/owner.log" 2>&1 <<SQL
+SET lock_timeout = '5s';
+DO \$\$
+DECLARE
+	o record;
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$owner') THEN
+		CREATE ROLE $owner LOGIN CREATEROLE NOSUPERUSER;
+	END IF;
+	EXECUTE 'ALTER DATABASE $db OWNER TO $owner';
+	FOR o IN SELECT c.oid::regclass AS name, c.relkind FROM pg_class c
+	         JOIN pg_namespace n ON n.oid = c.relnamespace
+	         WHERE n.nspname = 'public' AND pg_get_userbyid(c.relowner) = '$superuser'
+	           AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f', 'c')
+	           -- (a sequence of a table's column goes with its table)
+	           AND NOT (c.relkind = 'S' AND EXISTS (SELECT FROM pg_depend d
+	                    WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
+	                      AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')))
+	         ORDER BY c.relkind = 'S' LOOP
+		EXECUTE format(CASE o.relkind WHEN 'S' THEN 'ALTER SEQUENCE %s OWNER TO $owner'
+		                              WHEN 'c' THEN 'ALTER TYPE %s OWNER TO $owner'
+		                              ELSE 'ALTER TABLE %s OWNER TO $owner' END, o.name);
+	END LOOP;
+	FOR o IN SELECT p.oid::regprocedure AS name FROM pg_proc p
+	         JOIN pg_namespace n ON n.oid = p.pronamespace
+	         WHERE n.nspname = 'public' AND pg_get_userbyid(p.proowner) = '$superuser' LOOP
+		EXECUTE format('ALTER ROUTINE %s OWNER TO $owner', o.name);
+	END LOOP;
+	FOR o IN SELECT t.oid::regtype AS name FROM pg_type t
+	         JOIN pg_namespace n ON n.oid = t.typnamespace
+	         WHERE n.nspname = 'public' AND pg_get_userbyid(t.typowner) = '$superuser'
+	           AND t.typtype IN ('e', 'd', 'c') AND t.typelem = 0
+	           AND (t.typrelid = 0 OR (SELECT relkind FROM pg_class WHERE oid = t.typrelid) = 'c') LOOP
+		EXECUTE format('ALTER TYPE %s OWNER TO $owner', o.name);
+	END LOOP;
+END
+\$\$;
+SQL
+}
+
 port=""
 cmd=${1:-}
 shift || true
@@ -76,6 +153,7 @@ start)
 		die "socket folder \"$sock\" is too long for a Unix socket; set METER_PG_DIR to a shorter path"
 	fi
 	if running; then
+		database
 		echo "pg.sh: private PostgreSQL already running in $data"
 		echo "DATABASE_URL=$(url)"
 		exit 0
@@ -102,9 +180,7 @@ CONF
 	if [[ -n $port ]]; then opts="-c listen_addresses=127.0.0.1 -c port=$port"; fi
 	as_owner "$bindir/pg_ctl" -D "$data" -l "$log" -w -t 60 -o "$opts" start >/dev/null ||
 		die "PostgreSQL did not start; see $log"
-	if ! "$bindir/psql" -X -q -d "$(url postgres)" -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1; then
-		"$bindir/psql" -X -q -d "$(url postgres)" -c "CREATE DATABASE $db" >/dev/null
-	fi
+	database
 	echo "pg.sh: private PostgreSQL running in $data"
 	echo "DATABASE_URL=$(url)"
 	;;
@@ -127,7 +203,13 @@ status)
 		exit 3
 	fi
 	;;
-url) url ;;
+url)
+	case ${1:-} in
+	"") url ;;
+	--as) [[ ${2:-} =~ ^[a-z_]+$ ]] || die "--as needs a role name"; url "$db" "$2" ;;
+	*) die "unknown option \"$1\" for url (--as ROLE)" ;;
+	esac
+	;;
 replica)
 	src=${1:-}
 	shift || true
