@@ -9,6 +9,13 @@ static const double bounds_ms[] = {0.5, 1, 2, 5, 10, 25, 50, 100, 250, 1000, 500
 static atomic_ulong counts[METRICS_ROUTES][600];
 static atomic_ulong buckets[METRICS_ROUTES][NB + 1];
 static atomic_ullong sum_ns[METRICS_ROUTES];
+static atomic_ulong cuts[CUT_N];
+
+void metrics_connection_cut(enum metrics_cut why, unsigned n)
+{
+	if (why >= 0 && why < CUT_N)
+		atomic_fetch_add(&cuts[why], n);
+}
 
 void metrics_request(int route, unsigned status, int64_t ns)
 {
@@ -65,5 +72,11 @@ size_t metrics_render(char *buf, size_t len, const char *const *names, int nrout
 		    (double)atomic_load(&sum_ns[r]) / 1e9);
 		PUT("meter_http_request_duration_seconds_count{route=\"%s\"} %lu\n", name, total);
 	}
+	PUT("# HELP meter_http_connections_cut_total Connections closed before they sent a whole "
+	    "request: slow (the request timeout), shed (the connections were full).\n"
+	    "# TYPE meter_http_connections_cut_total counter\n"
+	    "meter_http_connections_cut_total{reason=\"slow\"} %lu\n"
+	    "meter_http_connections_cut_total{reason=\"shed\"} %lu\n",
+	    atomic_load(&cuts[CUT_SLOW]), atomic_load(&cuts[CUT_SHED]));
 	return used < len ? used : len;
 }

@@ -32,12 +32,28 @@
  * the delay is the server's; it is cut later if they were not a whole
  * request). Once a request is whole, the time its answer takes
  * (the database, a slow reader) is the idle timeout's business.
+ *
+ * The connections are also kept below --max-connections, so that a quota
+ * check always finds one: past the soft limit (a sixteenth short of it), a
+ * new connection makes the address that holds the most connections give one
+ * up, its oldest that is not being answered (waiting for its headers, or
+ * idle between requests). When the newcomer's own address is that one, the
+ * newcomer is closed instead. Many addresses of a few slow connections each
+ * thus cannot crowd out a hook that opens one: the per-address limit alone
+ * cannot promise that, whatever its value.
  */
 struct watched {
 	int fd;
 	int64_t since_ns;
 	bool answering, cut;
+	unsigned char addr[17]; /* family, then the address's bytes */
 	struct watched *prev, *next;
+};
+
+/* Connections per address, counted afresh (by generation) when shedding. */
+struct addr_slot {
+	unsigned char addr[17];
+	unsigned gen, n;
 };
 
 struct server {
@@ -48,6 +64,10 @@ struct server {
 	pthread_mutex_t watch_mu;
 	pthread_cond_t watch_cv;
 	struct watched *watched; /* open connections */
+	unsigned nopen;          /* of them, not cut */
+	unsigned soft_limit;     /* past it, one is shed */
+	struct addr_slot *slots; /* 2^slot_bits, for shedding */
+	unsigned slot_bits, slot_gen;
 	bool stopping, have_watchdog;
 	pthread_t watchdog;
 	/* the slow lane: requests of slow routes, in order, and the threads that run them */
@@ -226,6 +246,75 @@ static void dispatch(struct req *r)
 	run(r);
 }
 
+static void addr_key(struct MHD_Connection *mc, unsigned char key[17])
+{
+	memset(key, 0, 17);
+	const union MHD_ConnectionInfo *ci =
+	        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+	if (sa && sa->sa_family == AF_INET) {
+		key[0] = 4;
+		memcpy(key + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	} else if (sa && sa->sa_family == AF_INET6) {
+		key[0] = 6;
+		memcpy(key + 1, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+	}
+}
+
+/* The slot of addr in this generation's count (FNV-1a, linear probing). */
+static struct addr_slot *addr_slot(struct server *s, const unsigned char addr[17])
+{
+	uint32_t h = 2166136261u;
+	for (int i = 0; i < 17; i++)
+		h = (h ^ addr[i]) * 16777619u;
+	unsigned mask = (1u << s->slot_bits) - 1;
+	for (unsigned i = h & mask;; i = (i + 1) & mask) {
+		struct addr_slot *sl = &s->slots[i];
+		if (sl->gen != s->slot_gen) {
+			sl->gen = s->slot_gen;
+			sl->n = 0;
+			memcpy(sl->addr, addr, 17);
+			return sl;
+		}
+		if (memcmp(sl->addr, addr, 17) == 0)
+			return sl;
+	}
+}
+
+static void cut(struct server *s, struct watched *w)
+{
+	shutdown(w->fd, SHUT_RDWR); /* libmicrohttpd then reads the end and closes it */
+	w->cut = true;
+	s->nopen--;
+}
+
+/* Past the soft limit: the busiest address gives up a connection (see struct watched). */
+static void shed(struct server *s, struct watched *newcomer)
+{
+	if (++s->slot_gen == 0) { /* wrapped: no slot may pass for this generation's */
+		memset(s->slots, 0, sizeof *s->slots << s->slot_bits);
+		s->slot_gen = 1;
+	}
+	struct addr_slot *busiest = NULL;
+	for (struct watched *w = s->watched; w; w = w->next) {
+		if (w->cut)
+			continue;
+		struct addr_slot *sl = addr_slot(s, w->addr);
+		sl->n++;
+		if (busiest == NULL || sl->n > busiest->n)
+			busiest = sl;
+	}
+	struct watched *victim = newcomer;
+	if (busiest && addr_slot(s, newcomer->addr)->n < busiest->n) {
+		for (struct watched *w = s->watched; w; w = w->next)
+			if (!w->cut && !w->answering && memcmp(w->addr, busiest->addr, 17) == 0 &&
+			    (victim == newcomer || w->since_ns < victim->since_ns))
+				victim = w;
+	}
+	cut(s, victim);
+	metrics_connection_cut(CUT_SHED, 1);
+}
+
 static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
@@ -241,11 +330,15 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 		}
 		w->fd = ci->connect_fd;
 		w->since_ns = mono_ns();
+		addr_key(mc, w->addr);
 		pthread_mutex_lock(&s->watch_mu);
 		w->next = s->watched;
 		if (s->watched)
 			s->watched->prev = w;
 		s->watched = w;
+		s->nopen++;
+		if (s->slots && s->nopen > s->soft_limit)
+			shed(s, w);
 		pthread_mutex_unlock(&s->watch_mu);
 		*socket_context = w;
 	} else if (w != NULL) {
@@ -256,6 +349,8 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 			s->watched = w->next;
 		if (w->next)
 			w->next->prev = w->prev;
+		if (!w->cut)
+			s->nopen--;
 		pthread_mutex_unlock(&s->watch_mu);
 		free(w);
 		*socket_context = NULL;
@@ -291,7 +386,7 @@ static void *watchdog(void *arg)
 		}
 		pthread_cond_timedwait(&s->watch_cv, &s->watch_mu, &until);
 		int64_t now = mono_ns();
-		int cut = 0;
+		int ncut = 0;
 		for (struct watched *w = s->watched; w; w = w->next) {
 			if (w->answering || w->cut || now - w->since_ns <= limit)
 				continue;
@@ -300,14 +395,14 @@ static void *watchdog(void *arg)
 			int unread = 0;
 			if (ioctl(w->fd, FIONREAD, &unread) == 0 && unread > 0)
 				continue;
-			/* libmicrohttpd then reads the end of the stream and closes it */
-			shutdown(w->fd, SHUT_RDWR);
-			w->cut = true;
-			cut++;
+			cut(s, w);
+			ncut++;
 		}
-		if (cut)
-			log_info("closed %d connection(s) that sent no whole request in %u s", cut,
+		if (ncut) {
+			metrics_connection_cut(CUT_SLOW, (unsigned)ncut);
+			log_info("closed %d connection(s) that sent no whole request in %u s", ncut,
 			         s->cfg.request_timeout_s);
+		}
 	}
 	pthread_mutex_unlock(&s->watch_mu);
 	return NULL;
@@ -441,6 +536,7 @@ static void server_free(struct server *s)
 	replica_free(s->replica);
 	free(s->tls_cert);
 	free(s->tls_key);
+	free(s->slots);
 	free(s);
 }
 
@@ -511,6 +607,11 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 	pthread_cond_init(&s->watch_cv, NULL);
 	pthread_mutex_init(&s->lane_mu, NULL);
 	pthread_cond_init(&s->lane_cv, NULL);
+	s->soft_limit =
+	        cfg->conn_limit - cfg->conn_limit / 16; /* (under 16: libmicrohttpd's bound) */
+	while ((1u << s->slot_bits) < 2 * cfg->conn_limit + 2)
+		s->slot_bits++;
+	s->slots = calloc((size_t)1 << s->slot_bits, sizeof *s->slots);
 	s->pool = pool_new(cfg->db_url, cfg->pool_size);
 	/* a quarter of the connections, one at least, kept for quota checks and
 	 * admissions (api/routes.c's HOT) */
@@ -520,9 +621,9 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 		                                            : 0);
 	if (cfg->read_db_url && cfg->read_db_url[0])
 		s->replica = replica_new(cfg->read_db_url, cfg->pool_size, cfg->read_max_lag_us);
-	if (s->pool == NULL || (cfg->read_db_url && cfg->read_db_url[0] && s->replica == NULL)) {
-		pool_free(s->pool);
-		free(s);
+	if (s->pool == NULL || s->slots == NULL ||
+	    (cfg->read_db_url && cfg->read_db_url[0] && s->replica == NULL)) {
+		server_free(s);
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}

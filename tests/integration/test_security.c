@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -635,6 +636,92 @@ static void a_whole_request_left_unread_while_threads_are_busy_is_answered(void 
 	free(log);
 }
 
+/* A connection from 127.0.0.(2 + a), its headers begun and never ended. */
+static int loris_from(struct fx *f, int a)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in src = {.sin_family = AF_INET};
+	src.sin_addr.s_addr = htonl(0x7f000002u + (uint32_t)a);
+	struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->api.port)};
+	dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof src) != 0 ||
+	    connect(fd, (struct sockaddr *)&dst, sizeof dst) != 0)
+		fail_msg("cannot connect from 127.0.0.%d: %s", 2 + a, strerror(errno));
+	static const char head[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-a: ";
+	send(fd, head, strlen(head), MSG_NOSIGNAL);
+	return fd;
+}
+
+/* Whether the server closed fd (it reads as the end of the stream). */
+static bool closed_by_server(int fd)
+{
+	struct pollfd p = {fd, POLLIN, 0};
+	char c;
+	return poll(&p, 1, 0) == 1 && recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+/*
+ * Slowloris from several addresses: more connections of endless headers
+ * than --max-connections (64 here; 8 addresses, one of them holding most),
+ * each address under the per-address limit, and a request timeout (60 s)
+ * too long to help. Quota checks are still answered at once: past the soft
+ * limit the busiest address gives up its oldest connection, and the other
+ * addresses keep theirs.
+ */
+static void slow_headers_from_many_addresses_leave_room_for_quota_checks(void **state)
+{
+	struct fx *f = *state;
+	api_stop(&f->api);
+	setenv("METER_MAX_CONNECTIONS", "64", 1);
+	bool started = api_start(&f->api, METER_API_BIN, f->db.api_url, "--request-timeout=60");
+	unsetenv("METER_MAX_CONNECTIONS");
+	assert_true(started);
+	enum { BUSY = 72, FEW = 4, OTHERS = 7 };
+	int busy[BUSY], few[OTHERS][FEW];
+	for (int i = 0; i < BUSY; i++)
+		busy[i] = loris_from(f, 0);
+	for (int a = 0; a < OTHERS; a++)
+		for (int i = 0; i < FEW; i++)
+			few[a][i] = loris_from(f, 1 + a);
+	sleep_ms(300);
+	int saved = http_wait_s;
+	http_wait_s = 5;
+	static const char q[] = "{\"account_id\": \"mine\", \"vcpus\": 1, \"memory_gib\": 1}";
+	for (int i = 0; i < 5; i++) {
+		struct http_res r = call(f, "POST", "/v1/quota/check", f->mine, q);
+		if (r.status != 200)
+			fail_msg("quota check %d under slow headers: %s", i + 1,
+			         r.status ? "not 200" : "no answer in 5 s");
+		http_free(&r);
+	}
+	http_wait_s = saved;
+	sleep_ms(300);
+	int busy_cut = 0;
+	for (int i = 0; i < BUSY; i++)
+		busy_cut += closed_by_server(busy[i]);
+	for (int a = 0; a < OTHERS; a++)
+		for (int i = 0; i < FEW; i++)
+			if (closed_by_server(few[a][i]))
+				fail_msg("127.0.0.%d, holding %d connections, lost one while "
+				         "127.0.0.2 "
+				         "held more",
+				         3 + a, FEW);
+	/* 72 + 28 + the checks into 60: the busiest address gave up the rest */
+	assert_true(busy_cut >= BUSY + OTHERS * FEW - 60);
+	struct http_res m = call(f, "GET", "/metrics", f->admin, NULL);
+	assert_int_equal(m.status, 200);
+	const char *shed = strstr(m.body, "meter_http_connections_cut_total{reason=\"shed\"} ");
+	assert_non_null(shed);
+	assert_true(atoi(shed + strlen("meter_http_connections_cut_total{reason=\"shed\"} ")) >=
+	            busy_cut);
+	http_free(&m);
+	for (int i = 0; i < BUSY; i++)
+		close(busy[i]);
+	for (int a = 0; a < OTHERS; a++)
+		for (int i = 0; i < FEW; i++)
+			close(few[a][i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -653,6 +740,9 @@ int main(void)
 	                teardown),
 	        cmocka_unit_test_setup_teardown(a_client_sending_a_byte_at_a_time_is_cut_off, setup,
 	                                        teardown),
+	        cmocka_unit_test_setup_teardown(
+	                slow_headers_from_many_addresses_leave_room_for_quota_checks, setup,
+	                teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
