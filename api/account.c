@@ -42,6 +42,7 @@ bool account_from_row(const PGresult *res, int row, struct account *a)
 	snprintf(a->name, sizeof a->name, "%s", PQgetvalue(res, row, 1));
 	snprintf(a->plan, sizeof a->plan, "%s", PQgetvalue(res, row, 2));
 	a->has_cap = !PQgetisnull(res, row, 5);
+	a->collector_registration = strcmp(PQgetvalue(res, row, 7), "t") == 0;
 	return col_int(res, row, 3, &grant_s) && ck_mul(grant_s, 1000000, &a->grant_us) &&
 	       col_int(res, row, 4, &a->max_concurrent) && col_int(res, row, 6, &a->created_us) &&
 	       (!a->has_cap || meter_money_parse(PQgetvalue(res, row, 5), false, &a->cap) == 0);
@@ -62,7 +63,8 @@ cJSON *account_json(const struct account *a)
 	    cJSON_AddNumberToObject(o, "max_concurrent", (double)a->max_concurrent) &&
 	    (a->has_cap ? cJSON_AddStringToObject(o, "monthly_spend_cap", cap) != NULL
 	                : cJSON_AddNullToObject(o, "monthly_spend_cap") != NULL) &&
-	    cJSON_AddStringToObject(o, "created_at", when))
+	    cJSON_AddStringToObject(o, "created_at", when) &&
+	    cJSON_AddBoolToObject(o, "collector_registration", a->collector_registration))
 		return o;
 	cJSON_Delete(o);
 	return NULL;
@@ -110,10 +112,10 @@ static bool state_from(struct req *r, PGconn *c, const char *id, PGresult *res,
 		reply_problemf(r, 404, "not-found", "Not found", "account \"%s\" not found", id);
 		goto out;
 	}
-	bool kept = !PQgetisnull(res, 0, 9);
-	if (!account_from_row(res, 0, &s->a) || !col_int(res, 0, 7, &s->running) ||
-	    !col_int(res, 0, 8, &s->trial_used_us) ||
-	    (kept && meter_money_parse(PQgetvalue(res, 0, 9), true, &s->month_cost) != METER_OK)) {
+	bool kept = !PQgetisnull(res, 0, 10);
+	if (!account_from_row(res, 0, &s->a) || !col_int(res, 0, 8, &s->running) ||
+	    !col_int(res, 0, 9, &s->trial_used_us) ||
+	    (kept && meter_money_parse(PQgetvalue(res, 0, 10), true, &s->month_cost) != METER_OK)) {
 		reply_problemf(r, 500, "internal", "Internal error", "account row is malformed");
 		goto out;
 	}

@@ -29,6 +29,7 @@ struct account {
 	bool has_cap;
 	meter_money cap;
 	int64_t created_us;
+	bool collector_registration; /* the collector registers sandboxes it finds */
 };
 
 struct account_state {

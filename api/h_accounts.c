@@ -22,9 +22,10 @@ void h_account_new(struct req *r)
 	        {"plan", IN_ENUM, 0, 0, 0, true, "trial|paid"},
 	        {"id", IN_ID, 0, 0, 0, false, NULL},
 	        {"monthly_spend_cap", IN_DECIMAL, 9, 0, INT64_C(1000000000000000000), false, NULL},
+	        {"collector_registration", IN_BOOL, 0, 0, 0, false, NULL},
 	};
-	struct in_value v[4];
-	cJSON *o = req_body_fields(r, f, 4, v, false);
+	struct in_value v[5];
+	cJSON *o = req_body_fields(r, f, 5, v, false);
 	if (o == NULL)
 		return;
 	cJSON_Delete(o);
@@ -46,8 +47,9 @@ void h_account_new(struct req *r)
 	PGconn *c = req_db(r);
 	if (c == NULL)
 		return;
-	const char *params[] = {id, v[0].text, v[1].text, v[3].set ? cap : NULL};
-	PGresult *res = q_exec(c, Q_ACCOUNT_NEW, 4, params);
+	const char *params[] = {id, v[0].text, v[1].text, v[3].set ? cap : NULL,
+	                        v[4].set ? (v[4].num ? "t" : "f") : NULL};
+	PGresult *res = q_exec(c, Q_ACCOUNT_NEW, 5, params);
 	struct account a;
 	if (strcmp(db_sqlstate(res), "23505") == 0)
 		reply_problemf(r, 409, "conflict", "Already exists",
@@ -127,9 +129,10 @@ void h_account_patch(struct req *r)
 	        {"monthly_spend_cap", IN_DECIMAL, 9, 0, INT64_C(1000000000000000000), false, NULL},
 	        {"max_concurrent", IN_DECIMAL, 0, 1, 1000000, false, NULL},
 	        {"plan", IN_ENUM, 0, 0, 0, false, "trial|paid"},
+	        {"collector_registration", IN_BOOL, 0, 0, 0, false, NULL},
 	};
-	struct in_value v[3];
-	cJSON *o = req_body_fields(r, f, 3, v, false);
+	struct in_value v[4];
+	cJSON *o = req_body_fields(r, f, 4, v, false);
 	if (o == NULL)
 		return;
 	/* "monthly_spend_cap": null takes the cap away; leaving it out keeps it. */
@@ -142,9 +145,12 @@ void h_account_patch(struct req *r)
 	if (v[0].set)
 		meter_decimal_format(v[0].num, 9, 2, cap, sizeof cap);
 	snprintf(maxc, sizeof maxc, "%lld", (long long)v[1].num);
-	const char *params[] = {r->param[0], v[0].set || clear_cap ? "t" : "f",
-	                        v[0].set ? cap : NULL, v[1].set ? maxc : NULL,
-	                        v[2].set ? v[2].text : NULL};
+	const char *params[] = {r->param[0],
+	                        v[0].set || clear_cap ? "t" : "f",
+	                        v[0].set ? cap : NULL,
+	                        v[1].set ? maxc : NULL,
+	                        v[2].set ? v[2].text : NULL,
+	                        v[3].set ? (v[3].num ? "t" : "f") : NULL};
 	/* The change and what it makes of the account's limits, in one transaction. */
 	if (!req_begin(r, c))
 		return;
@@ -152,10 +158,11 @@ void h_account_patch(struct req *r)
 	        c,
 	        "UPDATE accounts SET monthly_spend_cap = CASE WHEN $2 THEN $3::numeric "
 	        "ELSE monthly_spend_cap END, max_concurrent = coalesce($4::integer, "
-	        "max_concurrent), plan = coalesce($5, plan) "
+	        "max_concurrent), plan = coalesce($5, plan), collector_registration = "
+	        "coalesce($6::boolean, collector_registration) "
 	        "WHERE id = $1 RETURNING id, name, plan, trial_grant_seconds, max_concurrent, "
-	        "monthly_spend_cap::text, meter_us(created_at)",
-	        5, NULL, params, NULL, NULL, 0);
+	        "monthly_spend_cap::text, meter_us(created_at), collector_registration",
+	        6, NULL, params, NULL, NULL, 0);
 	struct account a;
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		reply_db_error(r, "could not change the account", res);

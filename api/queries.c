@@ -12,7 +12,7 @@
 
 #define ACCOUNT_COLS                                                                               \
 	"id, name, plan, trial_grant_seconds, max_concurrent, monthly_spend_cap::text, " US(       \
-	        "created_at")
+	        "created_at") ", collector_registration"
 #define SANDBOX_COLS                                                                               \
 	"id, account_id, vcpus::text, memory_gib::text, " US("started_at") ", " US(                \
 	        "stopped_at") ", " US("registered_at") ", ended_by"
@@ -58,8 +58,9 @@ static const char *const sql[Q_COUNT] = {
                                   "ORDER BY effective_from",
         [Q_ACCOUNT] = "SELECT " ACCOUNT_COLS " FROM accounts WHERE id = $1",
         [Q_ACCOUNT_LOCK] = "SELECT " ACCOUNT_COLS " FROM accounts WHERE id = $1 FOR NO KEY UPDATE",
-        [Q_ACCOUNT_NEW] = "INSERT INTO accounts (id, name, plan, monthly_spend_cap) "
-                          "VALUES ($1, $2, $3, $4::numeric) RETURNING " ACCOUNT_COLS,
+        [Q_ACCOUNT_NEW] = "INSERT INTO accounts (id, name, plan, monthly_spend_cap, "
+                          "collector_registration) VALUES ($1, $2, $3, $4::numeric, "
+                          "coalesce($5::boolean, false)) RETURNING " ACCOUNT_COLS,
         /* After Q_ACCOUNT_LOCK when locking: a statement of its own, so its snapshot is
          * taken once the lock is held and sees every registration before it. */
         [Q_STATE] = STATE_SQL,

@@ -16,7 +16,7 @@ enum query {
 	Q_PLANS,        /* every price plan */
 	Q_ACCOUNT,      /* id -> the account */
 	Q_ACCOUNT_LOCK, /* id -> the account, locked FOR UPDATE */
-	Q_ACCOUNT_NEW,  /* id, name, plan, cap -> the account */
+	Q_ACCOUNT_NEW,  /* id, name, plan, cap, collector_registration -> the account */
 	Q_STATE, /* account, month start µs -> account, running, trial used µs, month to date kept
 	          */
 	Q_STATE_KEYED,    /* account, month start µs, key -> the same, and no row for a key that

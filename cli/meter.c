@@ -690,6 +690,100 @@ static int run_parked(const struct opt_val *v)
 	return 0;
 }
 
+/* ---- host list, bind and unbind: collector_hosts (migration 0044) ---- */
+
+static const struct opt_def host_opts[] = {
+        {"role", OPT_STRING, 0, 0, 0, NULL, NULL, false, "a collector's login role (bind, unbind)"},
+        {"host", OPT_STRING, 0, 0, 0, NULL, NULL, false,
+         "the host id its samples carry: meter-collector --host-id (bind, unbind)"},
+        JSON_OPT_DEF,
+};
+
+/* "list", "bind" or "unbind" */
+static const char *host_action = "list";
+
+static int run_host(const struct opt_val *v)
+{
+	bool listing = strcmp(host_action, "list") == 0;
+	if (listing ? v[0].set || v[1].set : !v[0].set || !v[1].set || v[2].set) {
+		log_error(listing ? "host list: --role and --host go with bind and unbind"
+		                  : "host %s: give --role ROLE and --host HOST",
+		          host_action);
+		return EXIT_USAGE;
+	}
+	PGconn *c = connect_or_log();
+	if (c == NULL)
+		return 1;
+	PGresult *res;
+	if (listing) {
+		res = PQexec(c, "SELECT role, host FROM collector_hosts ORDER BY role, host");
+	} else {
+		const char *params[] = {v[0].str, v[1].str};
+		res = PQexecParams(
+		        c,
+		        strcmp(host_action, "bind") == 0
+		                ? "INSERT INTO collector_hosts (role, host) "
+		                  "SELECT $1::text, $2::text WHERE EXISTS (SELECT FROM pg_roles "
+		                  "WHERE rolname = $1::text) ON CONFLICT DO NOTHING RETURNING 1"
+		                : "DELETE FROM collector_hosts WHERE role = $1 AND host = "
+		                  "$2 RETURNING 1",
+		        2, NULL, params, NULL, NULL, 0);
+	}
+	int rc = 0;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+		log_error("host %s: %s", host_action, msg ? msg : PQerrorMessage(c));
+		rc = 1;
+	} else if (strcmp(host_action, "bind") == 0) {
+		if (PQntuples(res) == 0) {
+			/* a role that is not there, or the pair bound already */
+			PQclear(res);
+			const char *params[] = {v[0].str};
+			res = PQexecParams(c, "SELECT 1 FROM pg_roles WHERE rolname = $1", 1, NULL,
+			                   params, NULL, NULL, 0);
+			if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 0) {
+				log_error("host bind: there is no role \"%s\"", v[0].str);
+				rc = 1;
+			}
+		}
+		if (rc == 0)
+			fprintf(stderr,
+			        "meter: role %s sends samples of host %s, and of its other bound "
+			        "hosts "
+			        "only\n",
+			        v[0].str, v[1].str);
+	} else if (strcmp(host_action, "unbind") == 0) {
+		if (PQntuples(res) == 0) {
+			log_error("host unbind: role \"%s\" is not bound to host \"%s\"", v[0].str,
+			          v[1].str);
+			rc = 1;
+		}
+	} else if (v[2].set) {
+		cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "hosts");
+		for (int i = 0; i < PQntuples(res); i++) {
+			cJSON *e = cJSON_CreateObject();
+			cJSON_AddStringToObject(e, "role", PQgetvalue(res, i, 0));
+			cJSON_AddStringToObject(e, "host", PQgetvalue(res, i, 1));
+			cJSON_AddItemToArray(arr, e);
+		}
+		char *text = cJSON_PrintUnformatted(o);
+		if (text)
+			printf("%s\n", text);
+		free(text);
+		cJSON_Delete(o);
+	} else {
+		printf("%-32s %s\n", "ROLE", "HOST");
+		for (int i = 0; i < PQntuples(res); i++)
+			printf("%-32s %s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
+		fprintf(stderr,
+		        "meter: %d binding(s); a role without one may send any host's samples\n",
+		        PQntuples(res));
+	}
+	PQclear(res);
+	PQfinish(c);
+	return rc;
+}
+
 static const struct verb verbs[] = {
         {"migrate", "usage: meter migrate [--dir DIR]\napplies the migrations not yet applied",
          migrate_opts, NOPTS(migrate_opts), run_migrate},
@@ -728,6 +822,11 @@ static const struct verb verbs[] = {
          "usage: meter parked | meter parked retry ID | meter parked retry --all\n"
          "the sandboxes the rollup set aside, with why; retry wakes them after a fix",
          parked_opts, NOPTS(parked_opts), run_parked},
+        {"host",
+         "usage: meter host list [--json] | meter host bind --role ROLE --host HOST | meter "
+         "host unbind --role ROLE --host HOST\nthe hosts each collector login role may send "
+         "samples of; a role bound to none may send any host's",
+         host_opts, NOPTS(host_opts), run_host},
         {"estimate",
          "usage: meter estimate --runs N --minutes N --vcpus N --memory-gib N --busy-vcpus N "
          "[--json]\nthe monthly cost of runs of a sandbox, line by line",
@@ -839,6 +938,18 @@ int main(int argc, char **argv)
 				parked_id = argv[3];
 				first = 4;
 			}
+		}
+		if (strcmp(vb->name, "host") == 0 && argc >= 3 && argv[2][0] != '-') {
+			if (strcmp(argv[2], "list") != 0 && strcmp(argv[2], "bind") != 0 &&
+			    strcmp(argv[2], "unbind") != 0) {
+				log_error("host: unknown action %s (expected: host list, host bind "
+				          "or "
+				          "host unbind)",
+				          argv[2]);
+				return EXIT_USAGE;
+			}
+			host_action = argv[2];
+			first = 3;
 		}
 		struct opt_val vals[8];
 		if (!verb_opts(vb, argc - first, argv + first, vals))

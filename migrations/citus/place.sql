@@ -87,6 +87,7 @@ SELECT create_reference_table('api_keys');
 SELECT create_reference_table('sessions');
 SELECT create_reference_table('sample_horizon');
 SELECT create_reference_table('webhook_endpoints');
+SELECT create_reference_table('collector_hosts') WHERE to_regclass('collector_hosts') IS NOT NULL;
 -- meter_migrations stays a plain table on the coordinator
 
 -- 4. the sandbox group

@@ -1,10 +1,11 @@
 -- meter_samples_arrived: What samples that arrived set going, for a batch of
 -- them (meter_samples_ingest, meter_mark_samples): each sandbox marked for the
 -- rollup from its earliest new sample; a new incarnation registered on its
--- sandbox, and the collector's end of one (a sample with ended) recorded, with
--- the stops and ends computed again (meter_sandbox_ends); a sandbox whose
--- cgroup path named an existing account, seen for the first time, registered
--- from its cgroup's limits; an account whose running sandboxes reach its limit
+-- sandbox, and the collector's end of one (a sample with ended, from the host
+-- that began the incarnation) recorded, with the stops and ends computed
+-- again (meter_sandbox_ends); a sandbox whose cgroup path named an existing
+-- account that allows it (collector_registration), seen for the first time,
+-- registered from its cgroup's limits; an account whose running sandboxes reach its limit
 -- announced (meter_notify_limit). Each kind of thing is one statement for the
 -- whole batch, naming its sandboxes and accounts by = ANY (an array), which
 -- Citus sends to their shards only.
@@ -28,6 +29,7 @@ DECLARE
 	counts bigint[];
 	limit_accounts text[];
 	limits integer[];
+	foreign_ends text[] := '{}';
 BEGIN
 	IF coalesce(cardinality(batch), 0) = 0 THEN
 		RETURN 0;
@@ -50,7 +52,7 @@ BEGIN
 	IF found IS NOT NULL THEN
 		SELECT array_agg(DISTINCT n.account_id) INTO accounts_there FROM unnest(found) n;
 		SELECT array_agg(a.id) INTO accounts_there FROM accounts a
-		WHERE a.id = ANY (accounts_there);
+		WHERE a.id = ANY (accounts_there) AND a.collector_registration;
 		WITH ins AS (
 			INSERT INTO sandboxes (id, account_id, vcpus, memory_gib)
 			SELECT n.sandbox_id, n.account_id, round(n.cpu_limit_millicores / 1000.0, 3),
@@ -61,10 +63,23 @@ BEGIN
 			RETURNING id)
 		SELECT array_agg(id) INTO began FROM ins;
 	END IF;
-	-- ends, the earliest of each incarnation, with how its CPU is known
+	-- ends, the earliest of each incarnation, with how its CPU is known; each
+	-- from the host that sent its incarnation's first sample, no other (a
+	-- query per end, by its sandbox: ends are few)
+	FOR b IN SELECT e.sandbox_id, e.incarnation, min(e.ts) ts FROM unnest(batch) e
+	         WHERE e.ended GROUP BY 1, 2 ORDER BY 1, 2 LOOP
+		IF (SELECT s.host FROM samples s WHERE s.sandbox_id = b.sandbox_id
+		      AND s.incarnation = b.incarnation ORDER BY s.ts LIMIT 1)
+		   IS DISTINCT FROM (SELECT s.host FROM samples s WHERE s.sandbox_id = b.sandbox_id
+		      AND s.incarnation = b.incarnation AND s.ts = b.ts) THEN
+			RAISE WARNING 'sandbox "%": an end of incarnation % from a host that did not begin it is ignored',
+			              b.sandbox_id, b.incarnation;
+			foreign_ends := foreign_ends || (b.sandbox_id || '@' || b.incarnation);
+		END IF;
+	END LOOP;
 	INSERT INTO incarnation_ends (sandbox_id, incarnation, ended_at, end_cpu)
 	SELECT sandbox_id, incarnation, min(ts), (array_agg(end_cpu ORDER BY ts))[1]
-	FROM unnest(batch) WHERE ended
+	FROM unnest(batch) WHERE ended AND NOT (sandbox_id || '@' || incarnation) = ANY (foreign_ends)
 	GROUP BY sandbox_id, incarnation ORDER BY 1, 2
 	ON CONFLICT (sandbox_id, incarnation) DO UPDATE
 		SET ended_at = least(incarnation_ends.ended_at, EXCLUDED.ended_at),

@@ -14,7 +14,10 @@
 -- that commits, inserts none (test_ledger
 -- the_same_batch_written_at_once_is_stored_once). One statement, run by
 -- EXECUTE with or without its ON CONFLICT clause, planned for each batch. Any
--- other error (a check, a lock's timeout) ends the write.
+-- other error (a check, a lock's timeout) ends the write. A login role bound
+-- to hosts (collector_hosts, migration 0044) sends their samples only: a
+-- batch holding another host's is refused whole (insufficient_privilege),
+-- and the collector keeps it and says so.
 CREATE OR REPLACE FUNCTION meter_samples_ingest(batch meter_sample_row[], end_cpu text[])
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public
@@ -41,7 +44,19 @@ DECLARE
 	-- superuser to create it, and the owner of the database is not one. An
 	-- error on the way rolls the setting back with the (sub)transaction.
 	prior constant text := coalesce(current_setting('meter.samples_marked', true), '');
+	hosts text[];
+	stray text;
 BEGIN
+	-- (session_user: the role logged in, whatever it SET ROLE to since)
+	hosts := ARRAY(SELECT host FROM collector_hosts WHERE role = session_user);
+	IF cardinality(hosts) > 0 THEN
+		SELECT b.host INTO stray FROM unnest(batch) b WHERE NOT b.host = ANY (hosts) LIMIT 1;
+		IF FOUND THEN
+			RAISE EXCEPTION 'role "%" may not send samples of host "%"', session_user, stray
+				USING ERRCODE = 'insufficient_privilege',
+				      HINT = 'collector_hosts names the hosts each login role sends samples of';
+		END IF;
+	END IF;
 	PERFORM set_config('meter.samples_marked', 'on', true);
 	BEGIN
 		EXECUTE format(ins, '') INTO arrived USING batch, end_cpu;

@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/support/run.h"
 #include "tests/support/testdb.h"
@@ -190,6 +191,50 @@ static void a_created_key_is_printed_once_and_stored_only_as_a_hash(void **state
 	assert_string_equal(testdb_value(t, "SELECT count(*) FROM sessions", v, sizeof v), "0");
 }
 
+/* meter host bind, list and unbind: collector_hosts, each change checked where it lands. */
+static void hosts_are_bound_listed_and_unbound(void **state)
+{
+	struct testdb *t = *state;
+	char v[256], role[64], args[160];
+	snprintf(role, sizeof role, "meter_test_cli_%d", (int)getpid());
+	snprintf(args, sizeof args, "CREATE ROLE %s LOGIN IN ROLE meter_collector", role);
+	assert_true(testdb_exec(t, args));
+	snprintf(args, sizeof args, "host bind --role %s --host host-1", role);
+	meter(t, args);
+	int bound = res.status;
+	meter(t, args); /* twice: once */
+	int again = res.status;
+	meter(t, "host list --json");
+	cJSON *o = cJSON_Parse(res.out);
+	meter(t, "host bind --role nobody_there --host host-1");
+	int nobody = res.status;
+	char nobody_err[256];
+	snprintf(nobody_err, sizeof nobody_err, "%.200s", res.err);
+	snprintf(args, sizeof args, "host unbind --role %s --host host-1", role);
+	meter(t, args);
+	int unbound = res.status;
+	meter(t, args);
+	int unbound_again = res.status;
+	testdb_value(t, "SELECT count(*) FROM collector_hosts", v, sizeof v);
+	snprintf(args, sizeof args, "DROP ROLE %s", role);
+	assert_true(testdb_exec(t, args));
+	assert_int_equal(bound, 0);
+	assert_int_equal(again, 0);
+	assert_non_null(o);
+	cJSON *hosts = cJSON_GetObjectItemCaseSensitive(o, "hosts");
+	assert_int_equal(cJSON_GetArraySize(hosts), 1);
+	assert_string_equal(json_str(cJSON_GetArrayItem(hosts, 0), "role"), role);
+	assert_string_equal(json_str(cJSON_GetArrayItem(hosts, 0), "host"), "host-1");
+	cJSON_Delete(o);
+	assert_int_equal(nobody, 1);
+	assert_non_null(strstr(nobody_err, "there is no role \"nobody_there\""));
+	assert_int_equal(unbound, 0);
+	assert_int_equal(unbound_again, 1);
+	assert_string_equal(v, "0");
+	meter(t, "host bind --role x");
+	assert_int_equal(res.status, 2);
+}
+
 static void prices_come_from_the_price_plans_table(void **state)
 {
 	struct testdb *t = *state;
@@ -228,6 +273,8 @@ int main(void)
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(
 	                a_created_key_is_printed_once_and_stored_only_as_a_hash, setup, teardown),
+	        cmocka_unit_test_setup_teardown(hosts_are_bound_listed_and_unbound, setup,
+	                                        teardown),
 	        cmocka_unit_test_setup_teardown(prices_come_from_the_price_plans_table, setup,
 	                                        teardown),
 	        cmocka_unit_test(no_database_is_one_clear_line_and_status_1),

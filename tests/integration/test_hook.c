@@ -70,8 +70,9 @@ static int setup(void **state)
 	}
 	*state = f;
 	if (!testdb_exec(&f->db,
-	                 "INSERT INTO accounts (id, name, plan, max_concurrent) VALUES "
-	                 "('acme', 'Acme', 'trial', 1), ('paidco', 'Paid Co', 'paid', 1)") ||
+	                 "INSERT INTO accounts (id, name, plan, max_concurrent, "
+	                 "collector_registration) VALUES ('acme', 'Acme', 'trial', 1, true), "
+	                 "('paidco', 'Paid Co', 'paid', 1, true)") ||
 	    !testdb_key(&f->db, NULL, f->admin) || !testdb_key(&f->db, "acme", f->acct))
 		return -1;
 	char err[256];

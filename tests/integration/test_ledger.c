@@ -791,8 +791,8 @@ static void an_account_that_fills_frees_and_fills_again_is_told_each_time(void *
 {
 	struct fx *f = *state;
 	char ids[256];
-	sql(f, "INSERT INTO accounts (id, name, plan, max_concurrent) VALUES "
-	       "('fill', 'F', 'paid', 2)");
+	sql(f, "INSERT INTO accounts (id, name, plan, max_concurrent, collector_registration) "
+	       "VALUES ('fill', 'F', 'paid', 2, true)");
 	sql(f, "LISTEN meter_limits");
 	found_sample(f, "f-1", 1, 60, false);
 	notices(f, ids, sizeof ids);

@@ -393,6 +393,7 @@ static const struct placement {
         {"sessions", REFERENCE, NULL},
         {"sample_horizon", REFERENCE, NULL},
         {"webhook_endpoints", REFERENCE, NULL},
+        {"collector_hosts", REFERENCE, NULL},
         {"meter_migrations", COORDINATOR, NULL},
         {"meter_functions", COORDINATOR, NULL},
 };

@@ -256,7 +256,8 @@ static void concurrent_registrations_admit_exactly_the_limit(void **state)
 	/* The collector registers race-7000 from its cgroup (its write's transaction, as
 	 * collector/writer.c makes it, still open) while the platform registers it: the
 	 * platform's waits on the id, then adopts the collector's row (200), instead of
-	 * "already exists". */
+	 * "already exists". (acme lets the collector register.) */
+	sql(f, "UPDATE accounts SET collector_registration = true WHERE id = 'acme'");
 	k = PQexec(f->db.conn,
 	           "BEGIN; SELECT meter_samples_ingest(ARRAY[ROW('race-7000', 1, now(), 'acme', "
 	           "'h', 0, NULL, NULL, NULL, 1073741824, 1000, false)::meter_sample_row])");

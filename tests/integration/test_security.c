@@ -34,6 +34,7 @@ struct fx {
 	struct api_proc api;
 	char admin[KEY_LEN + 1], mine[KEY_LEN + 1], theirs[KEY_LEN + 1];
 	char month[8];
+	char roles[2][40]; /* login roles a test made, dropped by teardown */
 };
 
 static void sql(struct fx *f, const char *q)
@@ -78,6 +79,12 @@ static int teardown(void **state)
 	struct fx *f = *state;
 	if (f->api.pid)
 		api_stop(&f->api);
+	for (int i = 0; i < 2; i++)
+		if (f->roles[i][0]) {
+			char q[96];
+			snprintf(q, sizeof q, "DROP ROLE IF EXISTS %s", f->roles[i]);
+			testdb_exec(&f->db, q);
+		}
 	testdb_drop(&f->db);
 	free(f);
 	return 0;
@@ -636,6 +643,120 @@ static void a_whole_request_left_unread_while_threads_are_busy_is_answered(void 
 	free(log);
 }
 
+/* A connection to the test's database as role (the private cluster trusts its socket). */
+static PGconn *connect_as(struct fx *f, const char *role)
+{
+	char url[4200];
+	snprintf(url, sizeof url, "%s user=%s", f->db.url, role);
+	PGconn *c = PQconnectdb(url);
+	if (PQstatus(c) != CONNECTION_OK)
+		fail_msg("cannot connect as %s: %s", role, PQerrorMessage(c));
+	return c;
+}
+
+/* The SQLSTATE of a sample sent through meter_samples_ingest on c ("" when it went in). */
+static const char *ingest(PGconn *c, const char *row, char *st, size_t len)
+{
+	char q[1024];
+	snprintf(q, sizeof q, "SELECT meter_samples_ingest(ARRAY[ROW(%s)::meter_sample_row])", row);
+	PGresult *res = PQexec(c, q);
+	const char *code = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	snprintf(st, len, "%s", PQresultStatus(res) == PGRES_TUPLES_OK ? "" : code ? code : "?");
+	PQclear(res);
+	return st;
+}
+
+/*
+ * A collector's role forges nothing beyond its host's samples. Two login
+ * roles of meter_collector, bound to host-1 and host-2 (collector_hosts):
+ * host-1's cannot send host-2's samples, cannot register a sandbox into an
+ * account that does not allow the collector to (victim), and its end of an
+ * incarnation host-2 began is ignored; host-2's own end counts, and host-1
+ * registers and ends a sandbox in an account that allows it (mine).
+ */
+static void a_collectors_role_registers_and_ends_only_what_its_host_may(void **state)
+{
+	struct fx *f = *state;
+	char q[512], v[64], st[16];
+	for (int i = 0; i < 2; i++) {
+		snprintf(f->roles[i], sizeof f->roles[i], "meter_test_h%d_%d", i + 1,
+		         (int)getpid());
+		snprintf(
+		        q, sizeof q,
+		        "CREATE ROLE %s LOGIN IN ROLE meter_collector; INSERT INTO collector_hosts "
+		        "VALUES ('%s', 'host-%d')",
+		        f->roles[i], f->roles[i], i + 1);
+		sql(f, q);
+	}
+	sql(f, "UPDATE accounts SET collector_registration = (id = 'mine')");
+	PGconn *h1 = connect_as(f, f->roles[0]), *h2 = connect_as(f, f->roles[1]);
+#define ROW_AT(sb, inc, ago, acct, host, vcpus, gib, ended)                                        \
+	"'" sb "', " #inc ", now() - interval '" ago "', '" acct "', '" host "', 60000000, 1024, " \
+	"2048, 512, " #gib "::bigint * 1073741824, " #vcpus " * 1000, " #ended
+	/* host-2 begins victim's incarnation 7 */
+	assert_string_equal(
+	        ingest(h2, ROW_AT("sb-victim", 7, "40 minutes", "victim", "host-2", 1, 1, false),
+	               st, sizeof st),
+	        "");
+	/* host-1 may not send host-2's samples: the batch is refused whole */
+	assert_string_equal(
+	        ingest(h1, ROW_AT("sb-victim", 7, "30 minutes", "victim", "host-2", 1, 1, true), st,
+	               sizeof st),
+	        "42501");
+	/* a sandbox of 64 vCPU and 1 TiB into victim's account: kept as samples, not registered */
+	assert_string_equal(
+	        ingest(h1, ROW_AT("forged-1", 1, "30 minutes", "victim", "host-1", 64, 1024, false),
+	               st, sizeof st),
+	        "");
+	assert_string_equal(testdb_value(&f->db,
+	                                 "SELECT count(*) FROM sandboxes WHERE id = 'forged-1'", v,
+	                                 sizeof v),
+	                    "0");
+	/* an end of victim's incarnation 7 from host-1: stored, not counted */
+	assert_string_equal(
+	        ingest(h1, ROW_AT("sb-victim", 7, "20 minutes", "victim", "host-1", 1, 1, true), st,
+	               sizeof st),
+	        "");
+	assert_string_equal(testdb_value(&f->db,
+	                                 "SELECT count(*) FROM incarnation_ends WHERE sandbox_id = "
+	                                 "'sb-victim'",
+	                                 v, sizeof v),
+	                    "0");
+	assert_string_equal(testdb_value(&f->db,
+	                                 "SELECT coalesce(ended_by, 'running') FROM sandboxes "
+	                                 "WHERE id = 'sb-victim'",
+	                                 v, sizeof v),
+	                    "running");
+	/* mine allows the collector: host-1 registers own-1 and ends it */
+	assert_string_equal(ingest(h1,
+	                           ROW_AT("own-1", 1, "30 minutes", "mine", "host-1", 2, 4, false),
+	                           st, sizeof st),
+	                    "");
+	assert_string_equal(ingest(h1,
+	                           ROW_AT("own-1", 1, "25 minutes", "mine", "host-1", 2, 4, true),
+	                           st, sizeof st),
+	                    "");
+	assert_string_equal(testdb_value(&f->db,
+	                                 "SELECT account_id || ' ' || vcpus || ' ' || "
+	                                 "coalesce(ended_by, 'running') FROM sandboxes "
+	                                 "WHERE id = 'own-1'",
+	                                 v, sizeof v),
+	                    "mine 2.000 collector");
+	/* host-2's own end of victim's incarnation counts */
+	assert_string_equal(
+	        ingest(h2, ROW_AT("sb-victim", 7, "10 minutes", "victim", "host-2", 1, 1, true), st,
+	               sizeof st),
+	        "");
+	assert_string_equal(testdb_value(&f->db,
+	                                 "SELECT coalesce(ended_by, 'running') FROM sandboxes "
+	                                 "WHERE id = 'sb-victim'",
+	                                 v, sizeof v),
+	                    "collector");
+#undef ROW_AT
+	PQfinish(h1);
+	PQfinish(h2);
+}
+
 /* A connection from 127.0.0.(2 + a), its headers begun and never ended. */
 static int loris_from(struct fx *f, int a)
 {
@@ -742,6 +863,9 @@ int main(void)
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(
 	                slow_headers_from_many_addresses_leave_room_for_quota_checks, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                a_collectors_role_registers_and_ends_only_what_its_host_may, setup,
 	                teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
