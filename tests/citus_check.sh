@@ -45,7 +45,7 @@ refs=$(q "SELECT count(*) FROM citus_tables WHERE citus_table_type = 'reference'
 echo "citus_check: $(q "SELECT count(*) FROM citus_tables WHERE citus_table_type = 'distributed'") distributed tables in groups $sandbox_side (sandbox) and $account_side (account), $refs reference tables"
 
 # Rows land, and a sandbox's or an account's reads go to one shard.
-q "INSERT INTO accounts (id, name, plan) VALUES ('acme', 'Acme', 'paid')" >/dev/null
+q "INSERT INTO accounts (id, name, plan, collector_registration) VALUES ('acme', 'Acme', 'paid', true)" >/dev/null
 q "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) VALUES ('sb-1', 'acme', 2, 4, now())" >/dev/null
 q "INSERT INTO samples (sandbox_id, incarnation, ts, host, cpu_usage_us) VALUES ('sb-1', 1, now(), 'h', 5)" >/dev/null
 # Read back by a literal and by a text parameter, as meter sends its ids: on a
