@@ -43,11 +43,7 @@ FROM generate_series(1, 9600) h;
 ANALYZE;
 SQL
 key=$(DATABASE_URL=$url "$build/meter" key create --account bench 2>/dev/null)
-port=$((18000 + RANDOM % 2000))
-DATABASE_URL=$url "$build/meter-api" --listen 127.0.0.1:$port --no-rollup --log-level error &
-api_pid=$!
-for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/healthz" && break; sleep 0.1; done
-api=http://127.0.0.1:$port
+bench_api_up
 from=$(date -u -d '398 days ago' +%Y-%m-%dT00:00:00Z)
 to=$(date -u -d tomorrow +%Y-%m-%dT00:00:00Z)
 month=$(date -u +%Y-%m)

@@ -30,9 +30,6 @@ trap cleanup EXIT
 bench_db_make "$db"
 psql -X -q -d "$url" -c "INSERT INTO accounts (id, name, plan) VALUES ('bench', 'Bench', 'paid')" >/dev/null
 key=$(DATABASE_URL=$url "$build/meter" key create --account bench 2>/dev/null)
-port=$((18000 + RANDOM % 2000))
 ulimit -n "$(ulimit -Hn)"
-DATABASE_URL=$url "$build/meter-api" --listen 127.0.0.1:$port --no-rollup --log-level error &
-api_pid=$!
-for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/healthz" && break; sleep 0.1; done
+bench_api_up
 "$loris" "$port" "$key" bench "${1:-8}" "${2:-250}" "${3:-200}"

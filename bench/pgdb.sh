@@ -3,6 +3,8 @@
 #   bench_pg_up          sets admin_url; bench_pg_started=1 when it started it
 #   bench_db_make NAME   a fresh, migrated database NAME on it; sets url
 #   bench_pg_down NAME   drops NAME; stops the cluster when bench_pg_up started it
+#   bench_api_up [ARG..] meter-api on url (no rollup), a random port, answering;
+#                        sets port, api (its address) and api_pid
 # Needs $build (the build folder with the meter program).
 bench_pg_started=0
 bench_pg_up() {
@@ -25,4 +27,11 @@ bench_db_make() {
 bench_pg_down() {
 	psql -X -q -d "$admin_url" -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)" >/dev/null 2>&1 || true
 	[[ $bench_pg_started == 1 ]] && bash "$here/scripts/pg.sh" stop >/dev/null || true
+}
+bench_api_up() {
+	port=$((18000 + RANDOM % 2000))
+	DATABASE_URL=$url "$build/meter-api" --listen 127.0.0.1:$port --no-rollup --log-level error "$@" &
+	api_pid=$!
+	for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/healthz" && break; sleep 0.1; done
+	api=http://127.0.0.1:$port
 }

@@ -666,6 +666,15 @@ static const char *ingest(PGconn *c, const char *row, char *st, size_t len)
 	return st;
 }
 
+/* Who ended sb-victim ("running" while nobody has). */
+static const char *victim_ended_by(struct fx *f, char *v, size_t len)
+{
+	return testdb_value(&f->db,
+	                    "SELECT coalesce(ended_by, 'running') FROM sandboxes WHERE id = "
+	                    "'sb-victim'",
+	                    v, len);
+}
+
 /*
  * A collector's role forges nothing beyond its host's samples. Two login
  * roles of meter_collector, bound to host-1 and host-2 (collector_hosts):
@@ -722,11 +731,7 @@ static void a_collectors_role_registers_and_ends_only_what_its_host_may(void **s
 	                                 "'sb-victim'",
 	                                 v, sizeof v),
 	                    "0");
-	assert_string_equal(testdb_value(&f->db,
-	                                 "SELECT coalesce(ended_by, 'running') FROM sandboxes "
-	                                 "WHERE id = 'sb-victim'",
-	                                 v, sizeof v),
-	                    "running");
+	assert_string_equal(victim_ended_by(f, v, sizeof v), "running");
 	/* mine allows the collector: host-1 registers own-1 and ends it */
 	assert_string_equal(ingest(h1,
 	                           ROW_AT("own-1", 1, "30 minutes", "mine", "host-1", 2, 4, false),
@@ -747,11 +752,7 @@ static void a_collectors_role_registers_and_ends_only_what_its_host_may(void **s
 	        ingest(h2, ROW_AT("sb-victim", 7, "10 minutes", "victim", "host-2", 1, 1, true), st,
 	               sizeof st),
 	        "");
-	assert_string_equal(testdb_value(&f->db,
-	                                 "SELECT coalesce(ended_by, 'running') FROM sandboxes "
-	                                 "WHERE id = 'sb-victim'",
-	                                 v, sizeof v),
-	                    "collector");
+	assert_string_equal(victim_ended_by(f, v, sizeof v), "collector");
 #undef ROW_AT
 	PQfinish(h1);
 	PQfinish(h2);
