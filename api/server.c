@@ -252,12 +252,17 @@ static void addr_key(struct MHD_Connection *mc, unsigned char key[17])
 	const union MHD_ConnectionInfo *ci =
 	        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+	/* copied out: libmicrohttpd's sockaddr need not be aligned for its family's */
 	if (sa && sa->sa_family == AF_INET) {
+		struct sockaddr_in in;
+		memcpy(&in, sa, sizeof in);
 		key[0] = 4;
-		memcpy(key + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+		memcpy(key + 1, &in.sin_addr, 4);
 	} else if (sa && sa->sa_family == AF_INET6) {
+		struct sockaddr_in6 in6;
+		memcpy(&in6, sa, sizeof in6);
 		key[0] = 6;
-		memcpy(key + 1, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+		memcpy(key + 1, &in6.sin6_addr, 16);
 	}
 }
 
