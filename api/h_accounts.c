@@ -154,15 +154,7 @@ void h_account_patch(struct req *r)
 	/* The change and what it makes of the account's limits, in one transaction. */
 	if (!req_begin(r, c))
 		return;
-	PGresult *res = PQexecParams(
-	        c,
-	        "UPDATE accounts SET monthly_spend_cap = CASE WHEN $2 THEN $3::numeric "
-	        "ELSE monthly_spend_cap END, max_concurrent = coalesce($4::integer, "
-	        "max_concurrent), plan = coalesce($5, plan), collector_registration = "
-	        "coalesce($6::boolean, collector_registration) "
-	        "WHERE id = $1 RETURNING id, name, plan, trial_grant_seconds, max_concurrent, "
-	        "monthly_spend_cap::text, meter_us(created_at), collector_registration",
-	        6, NULL, params, NULL, NULL, 0);
+	PGresult *res = q_exec(c, Q_ACCOUNT_PATCH, 6, params);
 	struct account a;
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		reply_db_error(r, "could not change the account", res);

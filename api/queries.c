@@ -61,6 +61,11 @@ static const char *const sql[Q_COUNT] = {
         [Q_ACCOUNT_NEW] = "INSERT INTO accounts (id, name, plan, monthly_spend_cap, "
                           "collector_registration) VALUES ($1, $2, $3, $4::numeric, "
                           "coalesce($5::boolean, false)) RETURNING " ACCOUNT_COLS,
+        [Q_ACCOUNT_PATCH] = "UPDATE accounts SET monthly_spend_cap = CASE WHEN $2::boolean "
+                            "THEN $3::numeric ELSE monthly_spend_cap END, max_concurrent = "
+                            "coalesce($4::integer, max_concurrent), plan = coalesce($5, plan), "
+                            "collector_registration = coalesce($6::boolean, "
+                            "collector_registration) WHERE id = $1 RETURNING " ACCOUNT_COLS,
         /* After Q_ACCOUNT_LOCK when locking: a statement of its own, so its snapshot is
          * taken once the lock is held and sees every registration before it. */
         [Q_STATE] = STATE_SQL,

@@ -11,12 +11,14 @@
 #include <stddef.h>
 
 enum query {
-	Q_AUTH,         /* key -> role, account_id, id (a live key), its use due to be noted */
-	Q_KEY_USED,     /* key id -> notes its use (last_used_at), at most once a minute */
-	Q_PLANS,        /* every price plan */
-	Q_ACCOUNT,      /* id -> the account */
-	Q_ACCOUNT_LOCK, /* id -> the account, locked FOR UPDATE */
-	Q_ACCOUNT_NEW,  /* id, name, plan, cap, collector_registration -> the account */
+	Q_AUTH,          /* key -> role, account_id, id (a live key), its use due to be noted */
+	Q_KEY_USED,      /* key id -> notes its use (last_used_at), at most once a minute */
+	Q_PLANS,         /* every price plan */
+	Q_ACCOUNT,       /* id -> the account */
+	Q_ACCOUNT_LOCK,  /* id -> the account, locked FOR UPDATE */
+	Q_ACCOUNT_NEW,   /* id, name, plan, cap, collector_registration -> the account */
+	Q_ACCOUNT_PATCH, /* id, cap given, cap, max_concurrent, plan, collector_registration
+	                  * (NULL: kept) -> the account */
 	Q_STATE, /* account, month start µs -> account, running, trial used µs, month to date kept
 	          */
 	Q_STATE_KEYED,    /* account, month start µs, key -> the same, and no row for a key that
