@@ -5,7 +5,9 @@
  * trigger one whose cgroup path names an account at its first sample
  * (migrations/0017). One still not registered when its mark is taken (its
  * account came later) is registered here from its cgroup's limits when the
- * path named its account and the limits are in range, and rated at once.
+ * path named its account, that account lets the collector register
+ * (collector_registration, migration 0044) and the limits are in range, and
+ * rated at once.
  * Otherwise its mark waits with the reason (kind 'unregistered',
  * meter_samples_unattributed) until it is registered, or, for limits out of
  * all range or an INSERT the database refused, it is parked (rule 10: no
@@ -61,14 +63,18 @@ bool ru_auto_register(PGconn *c, struct job *j, bool *done, char *err, size_t er
 	PQclear(r);
 	/* The account apart: on Citus samples and accounts are spread by different keys. */
 	const char *ap[] = {account};
-	r = ru_query(c, "SELECT EXISTS (SELECT 1 FROM accounts WHERE id = $1)", 1, ap,
+	r = ru_query(c, "SELECT collector_registration FROM accounts WHERE id = $1", 1, ap,
 	             PGRES_TUPLES_OK, "could not look its account up", err, errlen);
 	if (r == NULL)
 		return false;
-	bool exists = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+	bool exists = PQntuples(r) == 1;
+	bool allowed = exists && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
 	PQclear(r);
-	if (!exists) {
-		snprintf(why, sizeof why, "its cgroup names account \"%s\", which does not exist",
+	if (!allowed) {
+		snprintf(why, sizeof why,
+		         exists ? "its cgroup names account \"%s\", which leaves registration to "
+		                  "the platform (collector_registration is off)"
+		                : "its cgroup names account \"%s\", which does not exist",
 		         account);
 		not_registered(j, why);
 		return true;

@@ -961,7 +961,9 @@ static void bring_up_q(struct fx *f, int max)
 	if (!api_start(&f->api, METER_API_BIN, f->url, "--log-level=info"))
 		fail_msg("meter-api did not start");
 	cJSON_Delete(api_json(f, "POST", "/v1/accounts",
-	                      "{\"id\": \"q\", \"name\": \"Quota\", \"plan\": \"paid\"}", 201));
+	                      "{\"id\": \"q\", \"name\": \"Quota\", \"plan\": \"paid\", "
+	                      "\"collector_registration\": true}",
+	                      201));
 	snprintf(body, sizeof body, "{\"max_concurrent\": %d}", max);
 	cJSON_Delete(api_json(f, "PATCH", "/v1/accounts/q", body, 200));
 	snprintf(f->spool, sizeof f->spool, "%s/collector.spool", f->tmp);

@@ -296,8 +296,8 @@ static void a_poisoned_head_of_the_queue_holds_up_no_one(void **state)
 	struct fx *f = *state;
 	api_stop(&f->api); /* this test runs the passes itself */
 	f->api.pid = 0;
-	sql(f, "INSERT INTO accounts (id, name, plan, max_concurrent) "
-	       "VALUES ('acme', 'Acme', 'paid', 2000)");
+	sql(f, "INSERT INTO accounts (id, name, plan, max_concurrent, collector_registration) "
+	       "VALUES ('acme', 'Acme', 'paid', 2000, true)");
 	/* 1. a cgroup that names acme with a memory limit of 0: cannot be registered */
 	sql(f, "INSERT INTO samples (sandbox_id, incarnation, ts, account_id, host, cpu_usage_us, "
 	       "memory_limit_bytes, cpu_limit_millicores) VALUES "
@@ -554,7 +554,8 @@ static void race(struct fx *f, PGconn *held, const char *rows, const char *end, 
 static void the_same_batch_written_at_once_is_stored_once(void **state)
 {
 	struct fx *f = *state;
-	sql(f, "INSERT INTO accounts (id, name, plan) VALUES ('race', 'Race', 'paid')");
+	sql(f, "INSERT INTO accounts (id, name, plan, collector_registration) "
+	       "VALUES ('race', 'Race', 'paid', true)");
 	PGconn *held = PQconnectdb(f->db.url);
 	assert_int_equal(PQstatus(held), CONNECTION_OK);
 	char rows[2048];

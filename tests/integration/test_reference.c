@@ -392,7 +392,9 @@ static bool feed(struct run *r, const struct scenario *s)
 			return false;
 	for (int a = 0; a < in->naccounts; a++) {
 		char body[256], path[128];
-		snprintf(body, sizeof body, "{\"id\": \"%s\", \"name\": \"A\", \"plan\": \"paid\"}",
+		snprintf(body, sizeof body,
+		         "{\"id\": \"%s\", \"name\": \"A\", \"plan\": \"paid\", "
+		         "\"collector_registration\": true}",
 		         in->accounts[a].id);
 		snprintf(path, sizeof path, "/v1/accounts/%s", in->accounts[a].id);
 		if (!http_ok(r, "POST", "/v1/accounts", body, 201) ||

@@ -753,6 +753,20 @@ static void a_collectors_role_registers_and_ends_only_what_its_host_may(void **s
 	               sizeof st),
 	        "");
 	assert_string_equal(victim_ended_by(f, v, sizeof v), "collector");
+	/* nor does the rollup (meter-api's) register forged-1 when it takes its mark: it waits */
+	for (int i = 0; i < 200 && strcmp(testdb_value(&f->db,
+	                                               "SELECT coalesce(max(waiting_kind), '') "
+	                                               "FROM rollup_queue WHERE sandbox_id = "
+	                                               "'forged-1'",
+	                                               v, sizeof v),
+	                                  "unregistered") != 0;
+	     i++)
+		sleep_ms(50);
+	assert_string_equal(v, "unregistered");
+	assert_string_equal(testdb_value(&f->db,
+	                                 "SELECT count(*) FROM sandboxes WHERE id = 'forged-1'", v,
+	                                 sizeof v),
+	                    "0");
 #undef ROW_AT
 	PQfinish(h1);
 	PQfinish(h2);
