@@ -253,8 +253,11 @@ static void check(struct fx *f, const struct container *k, struct tally *t, bool
 	/* never short; at most 0.1 % over, and 2.5 ms: what ran after the print (the
 	 * shell's and the sleep's exits, the container's pid namespace going away:
 	 * 0.9 to 1.6 ms of CPU on this machine, the same whether the end was read
-	 * from the cgroup or from its parent) */
-	if (billed < k->printed_us || over > k->printed_us / 1000 + 2500)
+	 * from the cgroup or from its parent). Twenty exiting at the same instant on
+	 * two cores contend in the kernel's exit paths, which the cgroup is charged
+	 * for: 3.6 ms was seen with the fuzzer running beside, so 10 ms there. */
+	int64_t after_print_us = strict ? 2500 : 10000;
+	if (billed < k->printed_us || over > k->printed_us / 1000 + after_print_us)
 		fail_msg("container %s: the kernel counted %" PRId64 " µs by its last act, the "
 		         "collector's end says %" PRId64 " (%s)",
 		         k->id, k->printed_us, billed, how);
