@@ -1,9 +1,11 @@
 -- meter_samples_arrived: What samples that arrived set going, for a batch of
 -- them (meter_samples_ingest, meter_mark_samples): each sandbox marked for the
 -- rollup from its earliest new sample; a new incarnation registered on its
--- sandbox, and the collector's end of one (a sample with ended, from the host
--- that began the incarnation) recorded, with the stops and ends computed
--- again (meter_sandbox_ends); a sandbox whose cgroup path named an existing
+-- sandbox (from another host than the running one's, only once that one has
+-- ended or its host has sent nothing of it for five minutes: until then it
+-- waits as next_incarnation), and the collector's end of one (a sample with
+-- ended, from the host that began the incarnation) recorded, with the stops
+-- and ends computed again (meter_sandbox_ends); a sandbox whose cgroup path named an existing
 -- account that allows it (collector_registration), seen for the first time,
 -- registered from its cgroup's limits; an account whose running sandboxes reach its limit
 -- announced (meter_notify_limit). Each kind of thing is one statement for the
@@ -30,6 +32,24 @@ DECLARE
 	limit_accounts text[];
 	limits integer[];
 	foreign_ends text[] := '{}';
+	m record;
+	host_then text;
+	host_now text;
+	silent_since timestamptz;
+	refused text[] := '{}';
+	mv_ids text[];
+	mv_old bigint[];
+	mv_old_from timestamptz[];
+	mv_old_stopped timestamptz[];
+	mv_next bigint[];
+	mv_next_from timestamptz[];
+	mv_new bigint[];
+	mv_new_from timestamptz[];
+	wait_ids text[];
+	wait_running bigint[];
+	wait_next bigint[];
+	wait_ended text[];
+	took_over text[];
 BEGIN
 	IF coalesce(cardinality(batch), 0) = 0 THEN
 		RETURN 0;
@@ -106,9 +126,94 @@ BEGIN
 		       OR (s.incarnation <> n.incarnation AND n.f > s.incarnation_from)
 		       OR (s.incarnation = n.incarnation AND n.f < s.incarnation_from))
 		RETURNING s.id, o.stopped_at IS NOT NULL AND o.incarnation IS DISTINCT FROM
-		          n.incarnation again)
-	SELECT array_agg(id), array_agg(id) FILTER (WHERE again) INTO changed, back FROM moved;
+		          n.incarnation again,
+		          o.incarnation old_incarnation, o.incarnation_from old_from,
+		          o.stopped_at old_stopped, o.next_incarnation, o.next_incarnation_from,
+		          n.incarnation new_incarnation, n.f new_from)
+	SELECT array_agg(id), array_agg(id) FILTER (WHERE again),
+	       array_agg(id) FILTER (WHERE switch), array_agg(old_incarnation) FILTER (WHERE switch),
+	       array_agg(old_from) FILTER (WHERE switch),
+	       array_agg(old_stopped) FILTER (WHERE switch),
+	       array_agg(next_incarnation) FILTER (WHERE switch),
+	       array_agg(next_incarnation_from) FILTER (WHERE switch),
+	       array_agg(new_incarnation) FILTER (WHERE switch),
+	       array_agg(new_from) FILTER (WHERE switch)
+	INTO changed, back, mv_ids, mv_old, mv_old_from, mv_old_stopped, mv_next, mv_next_from,
+	     mv_new, mv_new_from
+	FROM (SELECT *, coalesce(old_incarnation <> new_incarnation AND old_from IS NOT NULL,
+	                         false) switch FROM moved) mv;
+	-- a new incarnation from another host takes over a running one only once
+	-- that one has ended (or been stopped), or its host has sent nothing of it
+	-- for five minutes (a host gone): a host cannot stop another host's
+	-- sandbox by starting an incarnation of it and ending that. Otherwise it
+	-- waits as next_incarnation, its samples stored and rated, and the move
+	-- is undone (the same transaction: nobody sees it). Moves are few: a
+	-- query or two each, by the sandbox's samples' key.
+	FOR m IN SELECT * FROM unnest(mv_ids, mv_old, mv_old_from, mv_old_stopped, mv_next,
+	                                mv_next_from, mv_new, mv_new_from)
+	             x(id, old_incarnation, old_from, old_stopped, next_incarnation, next_from,
+	               new_incarnation, new_from) LOOP
+		SELECT s.host INTO host_then FROM samples s WHERE s.sandbox_id = m.id
+		  AND s.ts = m.old_from AND s.incarnation = m.old_incarnation;
+		SELECT s.host INTO host_now FROM samples s WHERE s.sandbox_id = m.id
+		  AND s.ts = m.new_from AND s.incarnation = m.new_incarnation;
+		SELECT max(a.ts) - interval '5 minutes' INTO silent_since FROM unnest(batch) a
+		WHERE a.sandbox_id = m.id AND a.incarnation = m.new_incarnation;
+		IF host_then IS NULL OR host_now IS NULL OR host_then = host_now
+		   OR m.old_stopped IS NOT NULL
+		   OR EXISTS (SELECT 1 FROM incarnation_ends e WHERE e.sandbox_id = m.id
+		                AND e.incarnation = m.old_incarnation)
+		   OR NOT EXISTS (SELECT 1 FROM samples s WHERE s.sandbox_id = m.id
+		                    AND s.ts > silent_since AND s.incarnation = m.old_incarnation) THEN
+			IF m.next_incarnation IS NOT NULL THEN
+				UPDATE sandboxes SET next_incarnation = NULL, next_incarnation_from = NULL,
+				       incarnation_from = CASE WHEN m.next_incarnation = m.new_incarnation
+				                               THEN least(m.next_from, m.new_from)
+				                               ELSE m.new_from END
+				WHERE id = m.id;
+			END IF;
+			CONTINUE;
+		END IF;
+		IF m.next_incarnation IS DISTINCT FROM m.new_incarnation THEN
+			RAISE WARNING 'sandbox "%": incarnation % from host "%" waits while incarnation % of host "%" runs',
+			              m.id, m.new_incarnation, host_now, m.old_incarnation, host_then;
+		END IF;
+		UPDATE sandboxes SET incarnation = m.old_incarnation, incarnation_from = m.old_from,
+		       next_incarnation = m.new_incarnation,
+		       next_incarnation_from = CASE WHEN m.next_incarnation = m.new_incarnation
+		                                    THEN least(m.next_from, m.new_from)
+		                                    ELSE m.new_from END
+		WHERE id = m.id;
+		refused := refused || m.id;
+	END LOOP;
+	IF cardinality(refused) > 0 THEN
+		SELECT array_agg(x) INTO back FROM unnest(back) x WHERE NOT x = ANY (refused);
+	END IF;
 	SELECT array_agg(DISTINCT sandbox_id) INTO ended_ids FROM unnest(batch) WHERE ended;
+	-- the running incarnation ended with one waiting: the waiting one takes
+	-- over now, from its first sample, unless it has ended too (a sandbox
+	-- moved between hosts, the old host's end arriving after the new host's
+	-- first samples)
+	IF ended_ids IS NOT NULL THEN
+		SELECT array_agg(s.id), array_agg(s.incarnation), array_agg(s.next_incarnation)
+		INTO wait_ids, wait_running, wait_next FROM sandboxes s
+		WHERE s.id = ANY (ended_ids) AND s.next_incarnation IS NOT NULL;
+	END IF;
+	IF wait_ids IS NOT NULL THEN
+		SELECT array_agg(e.sandbox_id || '@' || e.incarnation) INTO wait_ended
+		FROM incarnation_ends e WHERE e.sandbox_id = ANY (wait_ids);
+		SELECT array_agg(w.id) FILTER (WHERE NOT (w.id || '@' || w.nxt) = ANY (wait_ended)),
+		       array_agg(w.id)
+		INTO took_over, wait_ids
+		FROM unnest(wait_ids, wait_running, wait_next) w(id, running, nxt)
+		WHERE (w.id || '@' || w.running) = ANY (wait_ended);
+		UPDATE sandboxes SET incarnation = CASE WHEN id = ANY (took_over) THEN next_incarnation
+		                                        ELSE incarnation END,
+		       incarnation_from = CASE WHEN id = ANY (took_over) THEN next_incarnation_from
+		                               ELSE incarnation_from END,
+		       next_incarnation = NULL, next_incarnation_from = NULL
+		WHERE id = ANY (wait_ids);
+	END IF;
 	IF ended_ids IS NOT NULL THEN
 		changed := coalesce(changed, '{}') || ended_ids;
 	END IF;

@@ -683,10 +683,10 @@ static const char *victim_ended_by(struct fx *f, char *v, size_t len)
  * incarnation host-2 began is ignored; host-2's own end counts, and host-1
  * registers and ends a sandbox in an account that allows it (mine).
  */
-static void a_collectors_role_registers_and_ends_only_what_its_host_may(void **state)
+/* Two login roles of meter_collector, bound to host-1 and host-2. */
+static void bind_two_hosts(struct fx *f)
 {
-	struct fx *f = *state;
-	char q[512], v[64], st[16];
+	char q[512];
 	for (int i = 0; i < 2; i++) {
 		snprintf(f->roles[i], sizeof f->roles[i], "meter_test_h%d_%d", i + 1,
 		         (int)getpid());
@@ -697,11 +697,19 @@ static void a_collectors_role_registers_and_ends_only_what_its_host_may(void **s
 		        f->roles[i], f->roles[i], i + 1);
 		sql(f, q);
 	}
-	sql(f, "UPDATE accounts SET collector_registration = (id = 'mine')");
-	PGconn *h1 = connect_as(f, f->roles[0]), *h2 = connect_as(f, f->roles[1]);
+}
+
 #define ROW_AT(sb, inc, ago, acct, host, vcpus, gib, ended)                                        \
 	"'" sb "', " #inc ", now() - interval '" ago "', '" acct "', '" host "', 60000000, 1024, " \
 	"2048, 512, " #gib "::bigint * 1073741824, " #vcpus " * 1000, " #ended
+
+static void a_collectors_role_registers_and_ends_only_what_its_host_may(void **state)
+{
+	struct fx *f = *state;
+	char v[64], st[16];
+	bind_two_hosts(f);
+	sql(f, "UPDATE accounts SET collector_registration = (id = 'mine')");
+	PGconn *h1 = connect_as(f, f->roles[0]), *h2 = connect_as(f, f->roles[1]);
 	/* host-2 begins victim's incarnation 7 */
 	assert_string_equal(
 	        ingest(h2, ROW_AT("sb-victim", 7, "40 minutes", "victim", "host-2", 1, 1, false),
@@ -767,10 +775,132 @@ static void a_collectors_role_registers_and_ends_only_what_its_host_may(void **s
 	                                 "SELECT count(*) FROM sandboxes WHERE id = 'forged-1'", v,
 	                                 sizeof v),
 	                    "0");
-#undef ROW_AT
 	PQfinish(h1);
 	PQfinish(h2);
 }
+
+/* A sandbox's incarnation, the one waiting, and who ended it ("running"). */
+static const char *incarnations(struct fx *f, const char *sb, char *v, size_t len)
+{
+	char q[256];
+	snprintf(q, sizeof q,
+	         "SELECT concat_ws(' ', incarnation, coalesce(next_incarnation::text, '-'), "
+	         "coalesce(ended_by, 'running')) FROM sandboxes WHERE id = '%s'",
+	         sb);
+	return testdb_value(&f->db, q, v, len);
+}
+
+/*
+ * A host cannot stop another host's sandbox by starting an incarnation of it
+ * and ending that: a new incarnation from another host waits while the
+ * running one's host still sends it. It takes over once the running one has
+ * ended (a sandbox moved, the old host's end coming after the new host's
+ * first samples), or its host has sent nothing of it for five minutes (a
+ * host gone), from its own first sample.
+ */
+static void another_hosts_incarnation_takes_over_only_an_ended_or_silent_one(void **state)
+{
+	struct fx *f = *state;
+	char v[96], st[16];
+	bind_two_hosts(f);
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at) VALUES "
+	       "('sb-moved', 'victim', 1, 1, now() - interval '1 hour'), "
+	       "('sb-gone', 'victim', 1, 1, now() - interval '1 hour')");
+	PGconn *h1 = connect_as(f, f->roles[0]), *h2 = connect_as(f, f->roles[1]);
+	/* host-1 runs victim's incarnation 7, and sends it still */
+	assert_string_equal(
+	        ingest(h1, ROW_AT("sb-victim", 7, "40 minutes", "victim", "host-1", 1, 1, false),
+	               st, sizeof st),
+	        "");
+	assert_string_equal(
+	        ingest(h1, ROW_AT("sb-victim", 7, "1 minute", "victim", "host-1", 1, 1, false), st,
+	               sizeof st),
+	        "");
+	/* host-2 starts incarnation 8 of it and ends it: 8 waits, 7 runs */
+	assert_string_equal(
+	        ingest(h2, ROW_AT("sb-victim", 8, "50 seconds", "victim", "host-2", 1, 1, false),
+	               st, sizeof st),
+	        "");
+	assert_string_equal(incarnations(f, "sb-victim", v, sizeof v), "7 8 running");
+	assert_string_equal(
+	        ingest(h2, ROW_AT("sb-victim", 8, "40 seconds", "victim", "host-2", 1, 1, true), st,
+	               sizeof st),
+	        "");
+	assert_string_equal(incarnations(f, "sb-victim", v, sizeof v), "7 8 running");
+	/* host-1's own end of 7 ends it; 8, ended too, does not take over */
+	assert_string_equal(
+	        ingest(h1, ROW_AT("sb-victim", 7, "30 seconds", "victim", "host-1", 1, 1, true), st,
+	               sizeof st),
+	        "");
+	assert_string_equal(incarnations(f, "sb-victim", v, sizeof v), "7 - collector");
+
+	/* a sandbox moved: host-2's incarnation 3 begins before host-1's end of 2 */
+	assert_string_equal(
+	        ingest(h1, ROW_AT("sb-moved", 2, "30 minutes", "victim", "host-1", 1, 1, false), st,
+	               sizeof st),
+	        "");
+	assert_string_equal(
+	        ingest(h1, ROW_AT("sb-moved", 2, "1 minute", "victim", "host-1", 1, 1, false), st,
+	               sizeof st),
+	        "");
+	assert_string_equal(
+	        ingest(h2, ROW_AT("sb-moved", 3, "50 seconds", "victim", "host-2", 1, 1, false), st,
+	               sizeof st),
+	        "");
+	assert_string_equal(incarnations(f, "sb-moved", v, sizeof v), "2 3 running");
+	assert_string_equal(
+	        ingest(h1, ROW_AT("sb-moved", 2, "45 seconds", "victim", "host-1", 1, 1, true), st,
+	               sizeof st),
+	        "");
+	assert_string_equal(incarnations(f, "sb-moved", v, sizeof v), "3 - running");
+	assert_string_equal(testdb_value(&f->db,
+	                                 "SELECT incarnation_from = (SELECT min(ts) FROM samples "
+	                                 "WHERE sandbox_id = 'sb-moved' AND incarnation = 3) "
+	                                 "FROM sandboxes WHERE id = 'sb-moved'",
+	                                 v, sizeof v),
+	                    "t");
+
+	/* a host gone: host-1 last sent incarnation 4 twenty minutes ago; host-2's 5,
+	 * begun 17 minutes ago, waits, and takes over at its sample of 10 minutes
+	 * ago (host-1 silent for more than five minutes before it), from its first */
+	assert_string_equal(
+	        ingest(h1, ROW_AT("sb-gone", 4, "30 minutes", "victim", "host-1", 1, 1, false), st,
+	               sizeof st),
+	        "");
+	assert_string_equal(
+	        ingest(h1, ROW_AT("sb-gone", 4, "20 minutes", "victim", "host-1", 1, 1, false), st,
+	               sizeof st),
+	        "");
+	assert_string_equal(
+	        ingest(h2, ROW_AT("sb-gone", 5, "17 minutes", "victim", "host-2", 1, 1, false), st,
+	               sizeof st),
+	        "");
+	assert_string_equal(incarnations(f, "sb-gone", v, sizeof v), "4 5 running");
+	assert_string_equal(
+	        ingest(h2, ROW_AT("sb-gone", 5, "10 minutes", "victim", "host-2", 1, 1, false), st,
+	               sizeof st),
+	        "");
+	assert_string_equal(incarnations(f, "sb-gone", v, sizeof v), "5 - running");
+	assert_string_equal(testdb_value(&f->db,
+	                                 "SELECT incarnation_from = (SELECT min(ts) FROM samples "
+	                                 "WHERE sandbox_id = 'sb-gone' AND incarnation = 5) "
+	                                 "FROM sandboxes WHERE id = 'sb-gone'",
+	                                 v, sizeof v),
+	                    "t");
+	/* and host-1, back, cannot take it back while host-2 sends it */
+	assert_string_equal(
+	        ingest(h2, ROW_AT("sb-gone", 5, "1 minute", "victim", "host-2", 1, 1, false), st,
+	               sizeof st),
+	        "");
+	assert_string_equal(
+	        ingest(h1, ROW_AT("sb-gone", 6, "30 seconds", "victim", "host-1", 1, 1, false), st,
+	               sizeof st),
+	        "");
+	assert_string_equal(incarnations(f, "sb-gone", v, sizeof v), "5 6 running");
+	PQfinish(h1);
+	PQfinish(h2);
+}
+#undef ROW_AT
 
 /* A connection from 127.0.0.(2 + a), its headers begun and never ended. */
 static int loris_from(struct fx *f, int a)
@@ -881,6 +1011,9 @@ int main(void)
 	                teardown),
 	        cmocka_unit_test_setup_teardown(
 	                a_collectors_role_registers_and_ends_only_what_its_host_may, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                another_hosts_incarnation_takes_over_only_an_ended_or_silent_one, setup,
 	                teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
