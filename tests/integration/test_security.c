@@ -902,6 +902,81 @@ static void another_hosts_incarnation_takes_over_only_an_ended_or_silent_one(voi
 }
 #undef ROW_AT
 
+/* GET path with key, sent whole on a connection of its own; its answer is read later. */
+static int request_sent(struct fx *f, const char *path, const char *key)
+{
+	int fd = raw(f);
+	char req[512];
+	int n = snprintf(req, sizeof req,
+	                 "GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+	                 "Connection: close\r\n\r\n",
+	                 path, key);
+	if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n)
+		fail_msg("cannot send %s: %s", path, strerror(errno));
+	return fd;
+}
+
+/*
+ * Expensive reads wait on their lane, not in the quota check's way: 24 reads
+ * of a sandbox's usage over 400 days, each held in the database (this
+ * month's samples locked), more than the request threads (8) and the
+ * database connections (8); quota checks are answered all the while, and
+ * the reads once the lock goes. With --slow-threads=0 (slow routes on the
+ * request threads, as before the lane) the checks wait behind them.
+ */
+static void expensive_reads_wait_on_their_lane_not_the_quota_checks(void **state)
+{
+	struct fx *f = *state;
+	enum { READS = 24 };
+	api_stop(&f->api);
+	const char *args[] = {"--no-rollup", "--slow-threads=2", NULL};
+	assert_true(api_start_args(&f->api, METER_API_BIN, f->db.api_url, args));
+	char part[64], lock[128], from[32], to[32], path[160];
+	testdb_value(&f->db, "SELECT 'samples_' || to_char(now() AT TIME ZONE 'UTC', 'YYYYMM')",
+	             part, sizeof part);
+	testdb_value(&f->db,
+	             "SELECT to_char((now() - interval '399 days') AT TIME ZONE 'UTC', "
+	             "'YYYY-MM-DD\"T\"HH24:00:00\"Z\"')",
+	             from, sizeof from);
+	testdb_value(&f->db,
+	             "SELECT to_char((now() + interval '1 hour') AT TIME ZONE 'UTC', "
+	             "'YYYY-MM-DD\"T\"HH24:00:00\"Z\"')",
+	             to, sizeof to);
+	snprintf(lock, sizeof lock, "BEGIN; LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", part);
+	sql(f, lock);
+	snprintf(path, sizeof path, "/v1/sandboxes/sb-mine/usage?from=%s&to=%s", from, to);
+	int reads[READS];
+	for (int i = 0; i < READS; i++)
+		reads[i] = request_sent(f, path, f->mine);
+	sleep_ms(500); /* the lane's reads are in the database, waiting for the lock */
+	int saved = http_wait_s;
+	http_wait_s = 5;
+	static const char q[] = "{\"account_id\": \"mine\", \"vcpus\": 1, \"memory_gib\": 1}";
+	for (int i = 0; i < 5; i++) {
+		struct http_res r = call(f, "POST", "/v1/quota/check", f->mine, q);
+		if (r.status != 200) {
+			sql(f, "ROLLBACK");
+			fail_msg("quota check %d beside %d held reads: %s", i + 1, READS,
+			         r.status ? "not 200" : "no answer in 5 s");
+		}
+		http_free(&r);
+	}
+	http_wait_s = saved;
+	int st;
+	for (int i = 0; i < READS; i++)
+		if ((st = answer_status(reads[i], 0)) != -1) {
+			sql(f, "ROLLBACK");
+			fail_msg("read %d was answered while the lock was held: %d", i + 1, st);
+		}
+	sql(f, "ROLLBACK");
+	for (int i = 0; i < READS; i++) {
+		st = answer_status(reads[i], 30000);
+		if (st != 200)
+			fail_msg("read %d, once the lock went: %d", i + 1, st);
+		close(reads[i]);
+	}
+}
+
 /* A connection from 127.0.0.(2 + a), its headers begun and never ended. */
 static int loris_from(struct fx *f, int a)
 {
@@ -1015,6 +1090,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                another_hosts_incarnation_takes_over_only_an_ended_or_silent_one, setup,
 	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                expensive_reads_wait_on_their_lane_not_the_quota_checks, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
