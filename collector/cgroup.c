@@ -86,6 +86,29 @@ static bool open_optional(struct cg_handle *h, int *fd, const char *dir, const c
 	return true;
 }
 
+/* The v1 memory files of rel; false (errno) when out of descriptors or memory. */
+static bool open_v1_memory(struct cg_handle *h, const struct cg_layout *l, const char *rel)
+{
+	return open_optional(h, &h->fd[CG_MEM_CUR], l->memory, rel, "memory.usage_in_bytes") &&
+	       open_optional(h, &h->fd[CG_MEM_PEAK], l->memory, rel, "memory.max_usage_in_bytes") &&
+	       open_optional(h, &h->fd[CG_MEM_STAT], l->memory, rel, "memory.stat") &&
+	       open_optional(h, &h->fd[CG_MEM_MAX], l->memory, rel, "memory.limit_in_bytes") &&
+	       open_optional(h, &h->fd[CG_MEM_KMEM], l->memory, rel, "memory.kmem.usage_in_bytes");
+}
+
+/* The v1 CFS quota and period of rel, both or neither; false as open_v1_memory. */
+static bool open_v1_cpu_limit(struct cg_handle *h, const struct cg_layout *l, const char *rel)
+{
+	if (!open_optional(h, &h->fd[CG_CPU_MAX], l->cpu, rel, "cpu.cfs_quota_us") ||
+	    !open_optional(h, &h->fd[CG_CPU_PERIOD], l->cpu, rel, "cpu.cfs_period_us"))
+		return false;
+	if (h->fd[CG_CPU_PERIOD] < 0 && h->fd[CG_CPU_MAX] >= 0) {
+		close(h->fd[CG_CPU_MAX]);
+		h->fd[CG_CPU_MAX] = -1;
+	}
+	return true;
+}
+
 enum cg_status cg_open(struct cg_handle *h, const struct cg_layout *l, const char *rel)
 {
 	char path[CG_PATH_MAX * 2 + 8];
@@ -113,13 +136,7 @@ enum cg_status cg_open(struct cg_handle *h, const struct cg_layout *l, const cha
 		    !open_optional(h, &h->fd[CG_MEM_STAT], l->v2, rel, "memory.stat") ||
 		    !open_optional(h, &h->fd[CG_MEM_MAX], l->v2, rel, "memory.max"))
 			goto fail;
-	} else if (!open_optional(h, &h->fd[CG_MEM_CUR], l->memory, rel, "memory.usage_in_bytes") ||
-	           !open_optional(h, &h->fd[CG_MEM_PEAK], l->memory, rel,
-	                          "memory.max_usage_in_bytes") ||
-	           !open_optional(h, &h->fd[CG_MEM_STAT], l->memory, rel, "memory.stat") ||
-	           !open_optional(h, &h->fd[CG_MEM_MAX], l->memory, rel, "memory.limit_in_bytes") ||
-	           !open_optional(h, &h->fd[CG_MEM_KMEM], l->memory, rel,
-	                          "memory.kmem.usage_in_bytes")) {
+	} else if (!open_v1_memory(h, l, rel)) {
 		goto fail;
 	}
 
@@ -127,15 +144,8 @@ enum cg_status cg_open(struct cg_handle *h, const struct cg_layout *l, const cha
 	if (!open_optional(h, &h->fd[CG_CPU_MAX], l->v2, rel, "cpu.max"))
 		goto fail;
 	h->cpumax_v2 = h->fd[CG_CPU_MAX] >= 0;
-	if (!h->cpumax_v2) {
-		if (!open_optional(h, &h->fd[CG_CPU_MAX], l->cpu, rel, "cpu.cfs_quota_us") ||
-		    !open_optional(h, &h->fd[CG_CPU_PERIOD], l->cpu, rel, "cpu.cfs_period_us"))
-			goto fail;
-		if (h->fd[CG_CPU_PERIOD] < 0 && h->fd[CG_CPU_MAX] >= 0) {
-			close(h->fd[CG_CPU_MAX]);
-			h->fd[CG_CPU_MAX] = -1;
-		}
-	}
+	if (!h->cpumax_v2 && !open_v1_cpu_limit(h, l, rel))
+		goto fail;
 	int events;
 	if (!open_optional(h, &events, l->v2, rel, "cgroup.events"))
 		goto fail;
@@ -148,6 +158,41 @@ fail:;
 	cg_close(h);
 	errno = e;
 	return cg_gone_errno(e) ? CG_GONE : CG_ERROR;
+}
+
+bool cg_open_late(struct cg_handle *h, const struct cg_layout *l, const char *rel)
+{
+	if (h->limit_age != 0)
+		return false;
+	bool opened = false;
+	/* each hierarchy tried by its first file, one open while it is not there */
+	if (!h->mem_v2 && h->fd[CG_MEM_CUR] < 0 && l->memory[0] != '\0') {
+		int probe = open_in(l->memory, rel, "memory.usage_in_bytes");
+		if (probe >= 0) {
+			close(probe);
+			for (int f = CG_MEM_CUR; f <= CG_MEM_KMEM; f++)
+				if (h->fd[f] >= 0) {
+					close(h->fd[f]);
+					h->fd[f] = -1;
+				}
+			/* out of descriptors: what opened stays, the rest at a later reading */
+			(void)open_v1_memory(h, l, rel);
+			opened = h->fd[CG_MEM_CUR] >= 0;
+		}
+	}
+	if (!h->cpumax_v2 && h->fd[CG_CPU_MAX] < 0 && l->cpu[0] != '\0') {
+		int probe = open_in(l->cpu, rel, "cpu.cfs_quota_us");
+		if (probe >= 0) {
+			close(probe);
+			if (h->fd[CG_CPU_PERIOD] >= 0) {
+				close(h->fd[CG_CPU_PERIOD]);
+				h->fd[CG_CPU_PERIOD] = -1;
+			}
+			(void)open_v1_cpu_limit(h, l, rel);
+			opened |= h->fd[CG_CPU_MAX] >= 0;
+		}
+	}
+	return opened;
 }
 
 int cg_files_open(const struct cg_handle *h)

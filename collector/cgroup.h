@@ -106,6 +106,18 @@ enum cg_status {
  */
 enum cg_status cg_open(struct cg_handle *h, const struct cg_layout *l, const char *rel);
 
+/*
+ * The v1 memory and CPU limit files of rel that were not there at cg_open,
+ * opened now if they are, at a reading that reads the limits (the next
+ * cg_read's): on a v1 or hybrid host runc and systemd make a sandbox's folder
+ * in one hierarchy after another, so the collector may find it in the first
+ * before the others have it, and its limits (which register it) would
+ * otherwise never be read. True when it opened one. While a hierarchy lacks
+ * the folder it costs one failed open at such a reading; with nothing
+ * missing, no system call.
+ */
+bool cg_open_late(struct cg_handle *h, const struct cg_layout *l, const char *rel);
+
 /* True for the errno of a cgroup (or a file of it) that is not there any more. */
 bool cg_gone_errno(int e);
 

@@ -285,6 +285,13 @@ static enum cg_status sample(struct collector *c, struct sandbox *sb)
 	const char *file = NULL;
 	if (sb->lost)
 		return CG_GONE;
+	size_t had = (size_t)cg_files_open(&sb->h);
+	if (cg_open_late(&sb->h, &c->layout, sb->rel)) {
+		c->files_open = c->files_open - had + (size_t)cg_files_open(&sb->h);
+		log_info("sandbox %s: its folders in the v1 hierarchies came after it was found; "
+		         "its limits are read from them now",
+		         sb->id);
+	}
 	enum cg_status st = cg_read(&sb->h, &r, &file);
 	int64_t ts = clock_now_us();
 	if (st == CG_GONE) {
@@ -621,7 +628,8 @@ static void add_sandbox(struct collector *c, const char *rel, const char *id, co
 		settle(c, p, false); /* may retire sb: lost at once */
 	} else if (p && !p->settled) {
 		if (sample(c, sb) == CG_GONE)
-			settle(c, p, false); /* its end: the last reading (its parent has no counter) */
+			settle(c, p,
+			       false); /* its end: the last reading (its parent has no counter) */
 	} else if (p) {
 		settle(c, p, false); /* it could not be read: lost, or its parent is unsure now */
 	} else if (sample(c, sb) == CG_GONE) {

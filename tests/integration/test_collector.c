@@ -38,7 +38,7 @@ struct fx {
 	char pgdir[80];   /* our own cluster, when a test needs one */
 	char url[256];    /* its DATABASE_URL */
 	pid_t collector, child;
-	char cg[8][2 * CG_PATH_MAX]; /* real cgroups made (removed in reverse) */
+	char cg[12][2 * CG_PATH_MAX]; /* real cgroups made (removed in reverse) */
 	int ncg;
 	unsigned nofile; /* when set, the collector's open file limit (soft and hard) */
 };
@@ -415,6 +415,99 @@ static void real_cgroup_cpu_in_postgres_equals_the_kernel_counter(void **state)
 	snprintf(sql, sizeof sql + 0, "SELECT count(*) FROM samples WHERE incarnation <> %lld",
 	         (long long)sb.st_ino);
 	assert_int_equal(count(f->db.conn, sql), 0);
+}
+
+/* Writes text into the real cgroup file dir/rel/name. */
+static void write_cgroup(const char *dir, const char *rel, const char *name, const char *text)
+{
+	char path[CG_PATH_MAX * 2 + 64];
+	snprintf(path, sizeof path, "%s/%s/%s", dir, rel, name);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+		fail_msg("cannot write \"%s\" into %s: %s", text, path, strerror(errno));
+	close(fd);
+}
+
+/*
+ * A sandbox found before its limits are there, with the collector already
+ * running: on a v1 or hybrid host (this machine) its folder appears in the
+ * primary hierarchy first and in the v1 cpu and memory hierarchies a moment
+ * later, as runc and systemd make them; on a v2 host its limits are written
+ * a moment after the folder is made. Either way its limits are read once they
+ * are there, and it is registered from them into its account (which lets the
+ * collector register), so it is billed and counted by the quota.
+ */
+static void a_sandbox_whose_limits_come_after_its_folder_is_registered_from_them(void **state)
+{
+	struct fx *f = *state;
+	struct cg_layout l;
+	char err[512], holder[64], acct[96], rel[128], pattern[128], spool[128], v[64];
+	if (!layout_find("/sys/fs/cgroup", "auto", NULL, &l, err, sizeof err))
+		fail_msg("this machine's cgroups cannot be found: %s", err);
+	assert_true(testdb_create_migrated(&f->db, "latecg"));
+	assert_true(testdb_exec(&f->db, "INSERT INTO accounts (id, name, plan, "
+	                                "collector_registration) VALUES ('acme', 'Acme', 'paid', "
+	                                "true)"));
+	const char *primary = cg_layout_primary(&l);
+	const char *mem = l.memory[0] && strcmp(l.memory, primary) != 0 ? l.memory : NULL;
+	const char *cpu = l.cpu[0] && strcmp(l.cpu, primary) != 0 ? l.cpu : NULL;
+	snprintf(holder, sizeof holder, "meter-test-%d", (int)getpid());
+	snprintf(acct, sizeof acct, "%s/acme", holder);
+	snprintf(rel, sizeof rel, "%s/sb-late", acct);
+	if (cpu != NULL && mem != NULL && strcmp(cpu, mem) == 0)
+		cpu = NULL; /* one v1 hierarchy for both (cpu,memory): made as mem */
+	const char *dirs[] = {primary, mem, cpu};
+	for (int i = 0; i < 3; i++)
+		if (dirs[i] != NULL) {
+			make_cgroup(f, dirs[i], holder);
+			make_cgroup(f, dirs[i], acct);
+		}
+	snprintf(pattern, sizeof pattern, "%s/(?<account>[^/]+)/(?<sandbox>[^/]+)", holder);
+	snprintf(spool, sizeof spool, "%s/spool", f->tmp);
+	const char *args[] = {"--root", "/sys/fs/cgroup", "--match", pattern,     "--interval",
+	                      "1s",     "--spool",        spool,     "--host-id", "test",
+	                      NULL};
+	f->collector = collector(f, f->db.url, args);
+	sleep_ms(500);
+	/* the folder the collector finds the sandbox by, alone */
+	make_cgroup(f, primary, rel);
+	sleep_ms(2500); /* found, sampled without its limits */
+	assert_true(count(f->db.conn, "SELECT count(*) FROM samples WHERE sandbox_id = 'sb-late' "
+	                              "AND memory_limit_bytes IS NULL") >= 1);
+	assert_int_equal(count(f->db.conn, "SELECT count(*) FROM sandboxes WHERE id = 'sb-late'"),
+	                 0);
+	/* then its limits: 1.5 vCPU and 2 GiB */
+	if (mem != NULL) {
+		make_cgroup(f, mem, rel);
+		write_cgroup(mem, rel, "memory.limit_in_bytes", "2147483648");
+	} else {
+		write_cgroup(primary, rel, "memory.max", "2147483648");
+	}
+	if (cpu != NULL || (mem != NULL && l.cpu[0] && strcmp(l.cpu, mem) == 0)) {
+		const char *c = cpu != NULL ? cpu : mem;
+		if (cpu != NULL)
+			make_cgroup(f, cpu, rel);
+		write_cgroup(c, rel, "cpu.cfs_period_us", "100000");
+		write_cgroup(c, rel, "cpu.cfs_quota_us", "150000");
+	} else {
+		write_cgroup(primary, rel, "cpu.max", "150000 100000");
+	}
+	for (int i = 0; i < 200 && strcmp(testdb_value(&f->db,
+	                                               "SELECT coalesce((SELECT account_id || ' "
+	                                               "' || vcpus || ' ' || memory_gib FROM "
+	                                               "sandboxes WHERE id = 'sb-late' AND "
+	                                               "stopped_at IS NULL), 'none')",
+	                                               v, sizeof v),
+	                                  "none") == 0;
+	     i++)
+		sleep_ms(100);
+	if (strcmp(v, "acme 1.500 2.000") != 0) {
+		char *buf = malloc(1 << 16);
+		fprintf(stderr, "%s\n", read_log(f, buf, 1 << 16));
+		free(buf);
+		fail_msg("sb-late, its limits there for 20 s: %s (want \"acme 1.500 2.000\")", v);
+	}
+	assert_int_equal(stop(&f->collector), 0);
 }
 
 static void a_real_cgroup_that_vanishes_reads_as_gone(void **state)
@@ -882,6 +975,9 @@ int main(void)
 	                real_cgroup_cpu_in_postgres_equals_the_kernel_counter, setup, teardown),
 	        cmocka_unit_test_setup_teardown(removed_unread_cgroups_are_ended_from_their_parent,
 	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                a_sandbox_whose_limits_come_after_its_folder_is_registered_from_them, setup,
+	                teardown),
 	        cmocka_unit_test_setup_teardown(a_real_cgroup_that_vanishes_reads_as_gone, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(
