@@ -39,6 +39,22 @@ for arg in "$@"; do
 	esac
 done
 
+run=${METER_RUN_DIR:-$here/.run}
+mkdir -p "$run"
+chmod 700 "$run"
+if [[ $setup_only == 0 ]]; then
+	# One run.sh per run folder: a second would start a second collector on the
+	# same spool and a second demo sandbox. The lock is held by the services too
+	# (they inherit it), so it stands while any of them runs.
+	exec 9>>"$run/run.lock"
+	if ! flock -n 9; then
+		echo "run.sh: meter is already running from $run (run.sh pid $(cat "$run/run.pid" 2>/dev/null || echo unknown)):" \
+			"stop it first (Ctrl-C where it runs), or give this one a METER_RUN_DIR and METER_LISTEN of its own" >&2
+		exit 1
+	fi
+	echo $$ >"$run/run.pid"
+fi
+
 if [[ -n ${METER_BUILD:-} ]]; then
 	build=$METER_BUILD
 	[[ -x $build/meter-api ]] || { echo "run.sh: no meter-api in METER_BUILD \"$build\"" >&2; exit 2; }
@@ -46,7 +62,6 @@ else
 	bash scripts/deps.sh
 	build=$(bash scripts/build.sh | tail -n 1)
 fi
-run=${METER_RUN_DIR:-$here/.run}
 
 if [[ -z ${DATABASE_URL:-} ]]; then
 	bash scripts/pg.sh start >/dev/null
@@ -60,8 +75,6 @@ fi
 export DATABASE_URL
 "$build/meter" migrate
 
-mkdir -p "$run"
-chmod 700 "$run"
 if [[ ! -s "$run/admin.key" ]]; then
 	(umask 077 && "$build/meter" key create --admin >"$run/admin.key" 2>/dev/null)
 	echo "meter: made an admin key, kept in $run/admin.key"
@@ -71,7 +84,8 @@ listen=${METER_LISTEN:-127.0.0.1:8080}
 match=${METER_MATCH:-'sandboxes/(?<account>[^/]+)/(?<sandbox>[^/]+)'}
 url="http://$listen"
 
-cat <<MSG
+banner() {
+	cat <<MSG
 
 meter is ready.
   database:   DATABASE_URL='$DATABASE_URL'   (psql "\$DATABASE_URL")
@@ -84,7 +98,9 @@ meter is ready.
   the CLI:    $build/meter estimate --runs 300 --minutes 6 --vcpus 2 --memory-gib 4 --busy-vcpus 0.5
   stop:       Ctrl-C (the private PostgreSQL keeps running: scripts/pg.sh stop)
 MSG
+}
 if [[ $setup_only == 1 ]]; then
+	banner
 	exit 0
 fi
 
@@ -109,15 +125,32 @@ cleanup() {
 	wait 2>/dev/null || true
 	for ((i = ${#demo_dirs[@]} - 1; i >= 0; i--)); do rmdir "${demo_dirs[i]}" 2>/dev/null || true; done
 }
-trap cleanup INT TERM EXIT
+trap cleanup EXIT
+trap 'cleanup; exit 0' INT TERM
 
 # Own sessions: Ctrl-C reaches this script alone, which stops them in order.
+# The API first: the collector and the demo start only once it answers, and
+# it is ours that answers (another program on the port would answer too).
 DATABASE_URL=$api_url setsid "$build/meter-api" --listen "$listen" &
-pids+=($!)
+api_pid=$!
+pids+=($api_pid)
+up=0
+for _ in $(seq 100); do
+	kill -0 "$api_pid" 2>/dev/null || break
+	if curl -s -o /dev/null "$url/healthz"; then
+		sleep 0.3
+		kill -0 "$api_pid" 2>/dev/null && up=1
+		break
+	fi
+	sleep 0.1
+done
+if [[ $up == 0 ]]; then
+	echo "run.sh: meter-api did not start on $listen (its message is above; is the address in use? METER_LISTEN moves it)" >&2
+	exit 1
+fi
 DATABASE_URL=$collector_url setsid "$build/meter-collector" --root /sys/fs/cgroup --match "$match" \
 	--spool "$run/collector.spool" &
 pids+=($!)
-for _ in $(seq 50); do curl -s -o /dev/null "$url/healthz" && break; sleep 0.1; done
 
 if [[ $demo == 1 ]]; then
 	# The demo sandbox: where CPU is read (v2 if mounted, else v1 cpuacct) and, on a
@@ -145,4 +178,8 @@ if [[ $demo == 1 ]]; then
 		echo "meter: demo sandbox $demo_id of account demo is running (METER_DEMO=0 to skip)"
 	fi
 fi
-wait -n "${pids[@]}" || true
+banner
+rc=0
+wait -n "${pids[@]}" || rc=$?
+echo "run.sh: a service ended (status $rc); stopping the others" >&2
+exit $((rc == 0 ? 1 : rc))

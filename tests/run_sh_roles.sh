@@ -6,7 +6,9 @@
 # collector's meter_collector's, neither a superuser; the tables, made by
 # meter migrate, belong to meter_owner, no superuser either. The API answers
 # and the collector writes the samples of a real cgroup, so each works with
-# its role's rights alone.
+# its role's rights alone. A second run.sh beside it refuses (the same run
+# folder) or fails before it starts anything (the same address), and never
+# says that meter is ready.
 #
 #   bash tests/run_sh_roles.sh BUILD_DIR
 set -euo pipefail
@@ -36,6 +38,7 @@ cleanup() {
 	# (run.sh starts them in sessions of their own)
 	pkill -KILL -f -- "--listen 127.0.0.1:$port" 2>/dev/null
 	pkill -KILL -f -- "$work/run/collector.spool" 2>/dev/null
+	pkill -KILL -f -- "$work/run2/collector.spool" 2>/dev/null
 	for p in $(cat "$cg/sb-1/cgroup.procs" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
 	sleep 0.2
 	rmdir "$cg/sb-1" "$cg" 2>/dev/null
@@ -100,4 +103,25 @@ owners=$(q "SELECT string_agg(DISTINCT pg_get_userbyid(relowner), ',') FROM pg_c
 [[ $owners == meter_owner ]] || fail "meter migrate should have made the tables as meter_owner; they belong to $owners"
 [[ $(q "SELECT rolsuper FROM pg_roles WHERE rolname = 'meter_owner'") == f ]] || fail "meter_owner is a superuser"
 [[ $(q "SELECT count(*) FROM api_keys WHERE role = 'admin'") == 1 ]] || fail "run.sh made no admin key"
-echo "run_sh_roles: ok ($samples samples written as meter_collector)"
+
+# A second run.sh beside it: on the same run folder it refuses at once; on a
+# folder of its own but the same address, meter-api cannot listen and it
+# fails before starting a collector. Neither says "meter is ready".
+second() { # RUN_DIR LOG
+	env -u DATABASE_URL -u METER_API_DATABASE_URL -u METER_COLLECTOR_DATABASE_URL \
+		METER_BUILD="$build" METER_RUN_DIR="$1" METER_LISTEN="127.0.0.1:$port" \
+		timeout 120 bash "$here/scripts/run.sh" --no-demo >"$2" 2>&1 </dev/null
+}
+rc=0; second "$work/run" "$work/second.log" || rc=$?
+[[ $rc == 1 ]] || { cat "$work/second.log" >&2; fail "a second run.sh on the same run folder exited $rc, not 1"; }
+grep -q "meter is already running from $work/run" "$work/second.log" || { cat "$work/second.log" >&2; fail "the second run.sh did not say why"; }
+rc=0; second "$work/run2" "$work/third.log" || rc=$?
+[[ $rc == 1 ]] || { cat "$work/third.log" >&2; fail "a run.sh on an address in use exited $rc, not 1"; }
+grep -q "meter-api did not start on 127.0.0.1:$port" "$work/third.log" || { cat "$work/third.log" >&2; fail "the run.sh on an address in use did not say why"; }
+for log in second third; do
+	! grep -q "meter is ready" "$work/$log.log" || fail "the $log run.sh said meter is ready"
+done
+! pgrep -f -- "$work/run2/collector.spool" >/dev/null || fail "the run.sh on an address in use started a collector"
+curl -sf -o /dev/null "http://127.0.0.1:$port/healthz" || fail "the first run.sh's meter-api stopped answering"
+rm -rf "$work/run2"
+echo "run_sh_roles: ok ($samples samples written as meter_collector; a second run.sh refused)"
