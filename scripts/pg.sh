@@ -5,7 +5,9 @@
 #   scripts/pg.sh start [--port N]   initdb the first time, start, create the
 #                                    database "meter"; prints DATABASE_URL
 #   scripts/pg.sh stop [--immediate] fast (or immediate) shutdown; safe when not running
-#   scripts/pg.sh status             exit 0 when running, 3 when not
+#   scripts/pg.sh status             exit 0 when running, 3 when not, 4 when
+#                                    running on server binaries since replaced
+#                                    (a package upgrade: start restarts it)
 #   scripts/pg.sh url [--as ROLE]    print the DATABASE_URL of the cluster (as the
 #                                    bootstrap superuser, or as ROLE: meter_owner,
 #                                    meter_api, meter_collector, meter_reader)
@@ -22,7 +24,9 @@
 # in as (scripts/run.sh). A cluster made before meter_owner existed has its
 # objects handed to meter_owner at the next start.
 #
-# METER_PG_DIR moves the folder (default: .pg in the checkout). Every command
+# METER_PG_DIR moves the folder (default: .pg in the checkout);
+# METER_PG_BINDIR names the server binaries (default: the newest of
+# /usr/lib/postgresql/*/bin). Every command
 # is safe to run twice. The server cannot run as root, so when called as root
 # it runs as the "postgres" user that Debian's package creates.
 set -euo pipefail
@@ -38,10 +42,12 @@ owner=meter_owner
 
 die() { echo "pg.sh: $*" >&2; exit 1; }
 
-bindir=""
-for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
-	if [[ -x $d/pg_ctl && -x $d/initdb && -x $d/postgres ]]; then bindir=$d; break; fi
-done
+bindir=${METER_PG_BINDIR:-}
+if [[ -z $bindir ]]; then
+	for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+		if [[ -x $d/pg_ctl && -x $d/initdb && -x $d/postgres ]]; then bindir=$d; break; fi
+	done
+fi
 [[ -n $bindir ]] || die "no PostgreSQL server binaries under /usr/lib/postgresql; run scripts/deps.sh (Debian package postgresql)"
 
 # With a port (start --port N), the socket's name carries it too.
@@ -57,6 +63,25 @@ as_owner() {
 }
 
 running() { [[ -f $data/PG_VERSION ]] && as_owner "$bindir/pg_ctl" -D "$data" status >/dev/null 2>&1; }
+
+# Whether the running server's program was replaced under it, as an upgrade
+# of Debian's postgresql package does (unattended upgrades, or build
+# dependencies that pull a newer one): its new backends then load the new
+# libraries and fail ("plpgsql.so: undefined symbol"). Its /proc exe says
+# "(deleted)". replaced_why tells the versions.
+replaced() {
+	local pid exe
+	pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null) || return 1
+	[[ $pid =~ ^[0-9]+$ ]] || return 1
+	exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
+	[[ $exe == *" (deleted)" ]]
+}
+replaced_why() {
+	local was now
+	was=$("$bindir/psql" -X -q -d "$(url postgres)" -tAc "SHOW server_version" 2>/dev/null || echo "?")
+	now=$("$bindir/postgres" -V 2>/dev/null | sed 's/^postgres (PostgreSQL) //')
+	echo "the server binaries were replaced under the running cluster (it runs $was; $bindir/postgres is now $now: a package upgrade?)"
+}
 
 # The cluster's folder, made and handed to the server's user.
 own_dir() {
@@ -152,6 +177,11 @@ start)
 	if (( ${#sock} + 16 > 107 )); then
 		die "socket folder \"$sock\" is too long for a Unix socket; set METER_PG_DIR to a shorter path"
 	fi
+	if running && replaced; then
+		echo "pg.sh: $(replaced_why); restarting it on the new ones" >&2
+		as_owner "$bindir/pg_ctl" -D "$data" -m fast -w -t 60 restart >/dev/null ||
+			die "PostgreSQL did not restart; see $log"
+	fi
 	if running; then
 		database
 		echo "pg.sh: private PostgreSQL already running in $data"
@@ -195,7 +225,10 @@ stop)
 	fi
 	;;
 status)
-	if running; then
+	if running && replaced; then
+		echo "pg.sh: private PostgreSQL running in $data, but $(replaced_why): scripts/pg.sh start restarts it" >&2
+		exit 4
+	elif running; then
 		echo "pg.sh: private PostgreSQL running in $data"
 		echo "DATABASE_URL=$(url)"
 	else

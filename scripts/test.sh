@@ -52,7 +52,11 @@ stop_cluster() {
 }
 trap stop_cluster EXIT
 if [[ -z ${DATABASE_URL:-} ]]; then
-	if ! bash scripts/pg.sh status >/dev/null; then
+	st=0
+	bash scripts/pg.sh status >/dev/null || st=$?
+	if [[ $st == 4 ]]; then
+		bash scripts/pg.sh start # running on replaced binaries: restarted (it says why)
+	elif [[ $st != 0 ]]; then
 		bash scripts/pg.sh start
 		started=1
 	fi
