@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "api/pool.h"
 #include "api/server.h"
@@ -56,54 +58,22 @@ static void queue(struct req *r, unsigned status, const char *type, const char *
 	answer(r, status, resp);
 }
 
-/* A streamed answer's reader (reply_stream). */
-struct stream {
-	reply_reader read;
-	void (*done)(void *cls);
-	void *cls;
-};
-
-static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+void reply_file(struct req *r, unsigned status, const char *content_type, int fd)
 {
-	(void)pos;
-	struct stream *st = cls;
-	ssize_t n = st->read(st->cls, buf, max);
-	return n > 0    ? n
-	       : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM
-	                : MHD_CONTENT_READER_END_WITH_ERROR;
-}
-
-static void stream_free(void *cls)
-{
-	struct stream *st = cls;
-	if (st->done)
-		st->done(st->cls);
-	free(st);
-}
-
-void reply_stream(struct req *r, unsigned status, const char *content_type, reply_reader read,
-                  void *cls, void (*done)(void *cls))
-{
-	struct stream *st = r->answered ? NULL : malloc(sizeof *st);
+	struct stat st;
 	struct MHD_Response *resp = NULL;
-	if (st != NULL) {
-		*st = (struct stream){.read = read, .done = done, .cls = cls};
-		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read,
-		                                         st, stream_free);
-	}
+	if (!r->answered && fstat(fd, &st) == 0)
+		resp = MHD_create_response_from_fd64((uint64_t)st.st_size, fd);
 	if (resp == NULL) {
-		if (st == NULL && done)
-			done(cls);
-		else if (st != NULL)
-			stream_free(st);
+		close(fd);
 		if (!r->answered)
-			reply_problemf(r, 500, "internal", "Internal error", "out of memory");
+			reply_problemf(r, 500, "internal", "Internal error",
+			               "the answer cannot be sent");
 		return;
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 	answer(r, status, resp);
-	r->streaming = true;
 }
 
 void reply_text(struct req *r, unsigned status, const char *content_type, const char *text,

@@ -22,15 +22,12 @@
 
 void reply_json(struct req *r, unsigned status, cJSON *body); /* takes body */
 /*
- * Answers status with a body read a piece at a time (chunked):
- * read(cls, buf, max) gives how many bytes it wrote, 0 at the end, -1 on an
- * error (the answer is then cut short: its status is gone already). done(cls)
- * runs once the answer is over, sent or not. The request's database
- * connections stay its own until then.
+ * Answers status with the whole of the open file fd as its body; the answer
+ * takes fd (closed once sent, or at once on failure). The kernel sends it
+ * (sendfile on plain HTTP): no database and no work on the request thread
+ * while a slow client reads.
  */
-typedef ssize_t (*reply_reader)(void *cls, char *buf, size_t max);
-void reply_stream(struct req *r, unsigned status, const char *content_type, reply_reader read,
-                  void *cls, void (*done)(void *cls));
+void reply_file(struct req *r, unsigned status, const char *content_type, int fd);
 
 void reply_text(struct req *r, unsigned status, const char *content_type, const char *text,
                 size_t len);

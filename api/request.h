@@ -53,7 +53,6 @@ struct req {
 	unsigned status;
 	bool answered;
 	void *mhd_conn; /* the struct MHD_Connection */
-	bool streaming; /* reply_stream: its connections stay until the answer is over */
 	/* on the slow lane: its answer waits in pending until its connection resumes */
 	bool in_lane;
 	void *pending; /* the struct MHD_Response */

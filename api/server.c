@@ -128,10 +128,8 @@ static void run(struct req *r)
 	r->route->handler(r);
 	if (!r->answered)
 		reply_problemf(r, 500, "internal", "Internal error", "the request got no answer");
-	/* The answer is copied: give the connections back before it is sent (a streamed
-	 * answer keeps them until it is over: on_completed). */
-	if (!r->streaming)
-		req_release(r);
+	/* The answer is made (copied, or a file): give the connections back before it is sent. */
+	req_release(r);
 }
 
 /*
