@@ -903,9 +903,16 @@ static void another_hosts_incarnation_takes_over_only_an_ended_or_silent_one(voi
 #undef ROW_AT
 
 /* GET path with key, sent whole on a connection of its own; its answer is read later. */
-static int request_sent(struct fx *f, const char *path, const char *key)
+/* The same with a receive buffer of rcvbuf bytes when not 0 (a small window: a slow reader). */
+static int request_sent_ex(struct fx *f, const char *path, const char *key, int rcvbuf)
 {
-	int fd = raw(f);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->api.port)};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 ||
+	    (rcvbuf && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf) != 0) ||
+	    connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
+		fail_msg("cannot connect: %s", strerror(errno));
 	char req[512];
 	int n = snprintf(req, sizeof req,
 	                 "GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
@@ -914,6 +921,11 @@ static int request_sent(struct fx *f, const char *path, const char *key)
 	if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n)
 		fail_msg("cannot send %s: %s", path, strerror(errno));
 	return fd;
+}
+
+static int request_sent(struct fx *f, const char *path, const char *key)
+{
+	return request_sent_ex(f, path, key, 0);
 }
 
 /*
@@ -975,6 +987,57 @@ static void expensive_reads_wait_on_their_lane_not_the_quota_checks(void **state
 			fail_msg("read %d, once the lock went: %d", i + 1, st);
 		close(reads[i]);
 	}
+}
+
+/*
+ * Slow export readers hold no database connection: eight clients ask for a
+ * large export (160,000 sandboxes, about 7 MB) and never read it, more than
+ * the connections left beside the quarter kept for quota checks (6 of 8).
+ * Another export, a usage page and quota checks are all answered 200 while
+ * they hang. A streamed export held its connection to its last byte: the
+ * seventh reader on was answered 503, and so was the export after them.
+ */
+static void slow_export_readers_hold_no_database_connection(void **state)
+{
+	struct fx *f = *state;
+	enum { READERS = 8 };
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	       "SELECT 'big-' || i, 'mine', 2, 4, date_trunc('month', now()), "
+	       "date_trunc('month', now()) + interval '1 hour' FROM generate_series(1, 160000) i");
+	sql(f, "INSERT INTO usage_hourly (account_id, sandbox_id, hour, price_plan_id, "
+	       "cpu_measured_us, cpu_billed_us, busy_us, idle_us, wall_us, memory_mgib_us) "
+	       "SELECT 'mine', 'big-' || i, date_trunc('month', now()), 1, 1800000000, 1800000000, "
+	       "1800000000, 1800000000, 3600000000, 4000 * 3600000000::bigint "
+	       "FROM generate_series(1, 160000) i");
+	char month[8], path[96];
+	testdb_value(&f->db, "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM')", month,
+	             sizeof month);
+	snprintf(path, sizeof path, "/v1/accounts/mine/exports/%s?format=usage", month);
+	int readers[READERS];
+	for (int i = 0; i < READERS; i++) {
+		readers[i] = request_sent_ex(f, path, f->mine, 4096);
+		int st = answer_status(readers[i], 30000); /* its first bytes, then nothing read */
+		if (st != 200)
+			fail_msg("slow reader %d of the export: %d", i + 1, st);
+	}
+	struct http_res e = call(f, "GET", path, f->mine, NULL);
+	if (e.status != 200)
+		fail_msg("an export beside %d slow readers: %d", READERS, e.status);
+	assert_true(e.len > 1000000);
+	http_free(&e);
+	snprintf(path, sizeof path,
+	         "/v1/accounts/mine/usage?from=%s-01T00:00:00Z&to=%s-02T00:00:00Z", month, month);
+	struct http_res u = call(f, "GET", path, f->mine, NULL);
+	assert_int_equal(u.status, 200);
+	http_free(&u);
+	static const char q[] = "{\"account_id\": \"mine\", \"vcpus\": 1, \"memory_gib\": 1}";
+	for (int i = 0; i < 5; i++) {
+		struct http_res r = call(f, "POST", "/v1/quota/check", f->mine, q);
+		assert_int_equal(r.status, 200);
+		http_free(&r);
+	}
+	for (int i = 0; i < READERS; i++)
+		close(readers[i]);
 }
 
 /* A connection from 127.0.0.(2 + a), its headers begun and never ended. */
@@ -1092,6 +1155,8 @@ int main(void)
 	                teardown),
 	        cmocka_unit_test_setup_teardown(
 	                expensive_reads_wait_on_their_lane_not_the_quota_checks, setup, teardown),
+	        cmocka_unit_test_setup_teardown(slow_export_readers_hold_no_database_connection,
+	                                        setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
