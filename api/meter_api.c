@@ -79,7 +79,7 @@ static const struct opt_def opts[O_N] = {
                         "METER_MAX_CONNECTIONS_PER_IP", false,
                         "open HTTP connections from one address at most (0: no bound)"},
         [O_TIMEOUT] = {"idle-timeout", OPT_DECIMAL, 0, 1, 3600, "30", "METER_IDLE_TIMEOUT", false,
-                       "seconds before an idle connection is closed"},
+                       "seconds an answer under way may wait for its client to read any of it"},
         [O_REQ_TIMEOUT] = {"request-timeout", OPT_DECIMAL, 0, 1, 3600, "10",
                            "METER_REQUEST_TIMEOUT", false,
                            "seconds a client has to send a whole request (from connecting or "

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -31,7 +30,13 @@
  * its previous answer, unless bytes it sent wait unread (every thread busy:
  * the delay is the server's; it is cut later if they were not a whole
  * request). Once a request is whole, the time its answer takes
- * (the database, a slow reader) is the idle timeout's business.
+ * (the database, a slow reader) is the idle timeout's business: the
+ * connection has libmicrohttpd's timeout (--idle-timeout) only while it is
+ * being answered, and none while the watchdog keeps it. libmicrohttpd counts
+ * a connection's time from its last read or write, also while the thread
+ * that serves it is busy answering another (a registration waiting on its
+ * account's row): a request that came whole meanwhile was closed unanswered
+ * when the thread came back, as if its client had been idle.
  *
  * The connections are also kept below --max-connections, so that a quota
  * check always finds one: past the soft limit (a sixteenth short of it), a
@@ -344,6 +349,8 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 			shed(s, w);
 		pthread_mutex_unlock(&s->watch_mu);
 		*socket_context = w;
+		if (s->have_watchdog) /* it keeps the connection until a request is whole */
+			MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
 	} else if (w != NULL) {
 		pthread_mutex_lock(&s->watch_mu);
 		if (w->prev)
@@ -372,6 +379,9 @@ static void watch_mark(struct server *s, struct MHD_Connection *mc, bool answeri
 	w->answering = answering;
 	w->since_ns = mono_ns();
 	pthread_mutex_unlock(&s->watch_mu);
+	/* (from 0 it also restarts libmicrohttpd's clock: the answer's time counts from now) */
+	MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT,
+	                          answering ? s->cfg.timeout_s : 0u);
 }
 
 static void *watchdog(void *arg)
@@ -394,9 +404,10 @@ static void *watchdog(void *arg)
 			if (w->answering || w->cut || now - w->since_ns <= limit)
 				continue;
 			/* Bytes the client sent that no thread has read yet: the delay is
-			 * ours (every thread busy), not a slow sender's. */
-			int unread = 0;
-			if (ioctl(w->fd, FIONREAD, &unread) == 0 && unread > 0)
+			 * ours (every thread busy), not a slow sender's. Nor is a client
+			 * that has closed (0: its end, read when its thread comes) slow. */
+			char peek;
+			if (recv(w->fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT) >= 0)
 				continue;
 			cut(s, w);
 			ncut++;
@@ -409,6 +420,17 @@ static void *watchdog(void *arg)
 	}
 	pthread_mutex_unlock(&s->watch_mu);
 	return NULL;
+}
+
+static void watchdog_stop(struct server *s)
+{
+	if (!s->have_watchdog)
+		return;
+	pthread_mutex_lock(&s->watch_mu);
+	s->stopping = true;
+	pthread_cond_signal(&s->watch_cv);
+	pthread_mutex_unlock(&s->watch_mu);
+	pthread_join(s->watchdog, NULL);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
@@ -643,6 +665,10 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 		server_free(s);
 		return NULL;
 	}
+	/* before the daemon: its connections are the watchdog's from the first */
+	s->have_watchdog = pthread_create(&s->watchdog, NULL, watchdog, s) == 0;
+	if (!s->have_watchdog)
+		log_warn("could not start the slow-client watchdog; only the idle timeout applies");
 	struct MHD_OptionItem tls_opts[] = {
 	        {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, s->tls_cert},
 	        {MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key},
@@ -662,6 +688,7 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 		snprintf(err, errlen, "could not listen on %s (%s)", cfg->listen,
 		         tls ? "in use, not allowed, or the certificate and key do not make a pair?"
 		             : "in use, or not allowed?");
+		watchdog_stop(s);
 		server_free(s);
 		return NULL;
 	}
@@ -677,9 +704,6 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 		log_warn("the slow lane has %u of its %u threads; %s", s->nlane, want,
 		         s->nlane ? "slow requests wait longer"
 		                  : "slow requests run on request threads");
-	s->have_watchdog = pthread_create(&s->watchdog, NULL, watchdog, s) == 0;
-	if (!s->have_watchdog)
-		log_warn("could not start the slow-client watchdog; only the idle timeout applies");
 	return s;
 }
 
@@ -687,13 +711,7 @@ void server_stop(struct server *s)
 {
 	if (s == NULL)
 		return;
-	if (s->have_watchdog) {
-		pthread_mutex_lock(&s->watch_mu);
-		s->stopping = true;
-		pthread_cond_signal(&s->watch_cv);
-		pthread_mutex_unlock(&s->watch_mu);
-		pthread_join(s->watchdog, NULL);
-	}
+	watchdog_stop(s);
 	/* The lane runs what waits and resumes each before the daemon may stop. */
 	pthread_mutex_lock(&s->lane_mu);
 	s->lane_stopping = true;
