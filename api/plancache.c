@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "api/queries.h"
+#include "common/clock.h"
 #include "common/db.h"
 #include "common/plans.h"
 
@@ -14,18 +15,11 @@ static struct meter_plan *cached;
 static size_t ncached;
 static int64_t loaded_ms = -1;
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 bool plancache_get(PGconn *c, struct meter_plan **out, size_t *n, char *err, size_t errlen)
 {
 	bool ok = false;
 	pthread_mutex_lock(&mu);
-	if (loaded_ms < 0 || mono_ms() - loaded_ms > PLANCACHE_TTL_MS) {
+	if (loaded_ms < 0 || clock_us(CLOCK_MONOTONIC) / 1000 - loaded_ms > PLANCACHE_TTL_MS) {
 		PGresult *r = q_exec(c, Q_PLANS, 0, NULL);
 		struct meter_plan *fresh = NULL;
 		size_t nf = 0;
@@ -34,7 +28,7 @@ bool plancache_get(PGconn *c, struct meter_plan **out, size_t *n, char *err, siz
 			free(cached);
 			cached = fresh;
 			ncached = nf;
-			loaded_ms = mono_ms();
+			loaded_ms = clock_us(CLOCK_MONOTONIC) / 1000;
 		}
 		PQclear(r);
 	}

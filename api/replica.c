@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "api/pool.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 #define CHECK_EVERY_NS INT64_C(1000000000)
@@ -33,13 +34,6 @@ static const char lag_sql[] =
         "pg_stat_wal_receiver WHERE coalesce(status, 'streaming') = 'streaming') THEN 0 "
         "ELSE greatest(0, (extract(epoch FROM clock_timestamp() - "
         "pg_last_xact_replay_timestamp()) * 1000000)::bigint) END";
-
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 const char *replica_state_name(enum replica_state s)
 {
@@ -132,13 +126,13 @@ static void check(struct replica *rp, PGconn *c, const char *err)
 	pthread_mutex_lock(&rp->mu);
 	set_state(rp, state, lag, detail);
 	rp->checking = false;
-	rp->next_check_ns = mono_ns() + CHECK_EVERY_NS;
+	rp->next_check_ns = clock_ns(CLOCK_MONOTONIC) + CHECK_EVERY_NS;
 	pthread_mutex_unlock(&rp->mu);
 }
 
 PGconn *replica_take(struct replica *rp)
 {
-	int64_t now = mono_ns();
+	int64_t now = clock_ns(CLOCK_MONOTONIC);
 	pthread_mutex_lock(&rp->mu);
 	bool due = !rp->checking && now >= rp->next_check_ns;
 	if (due)
@@ -157,7 +151,7 @@ PGconn *replica_take(struct replica *rp)
 			/* Gone since its last check: no request tries it again before the next. */
 			pthread_mutex_lock(&rp->mu);
 			set_state(rp, REPLICA_DOWN, -1, err);
-			rp->next_check_ns = mono_ns() + CHECK_EVERY_NS;
+			rp->next_check_ns = clock_ns(CLOCK_MONOTONIC) + CHECK_EVERY_NS;
 			pthread_mutex_unlock(&rp->mu);
 		} else if (due) {
 			/* A full pool says nothing of the replica: check it on a later request. */
@@ -186,7 +180,7 @@ void replica_give(struct replica *rp, PGconn *c)
 	if (PQstatus(c) != CONNECTION_OK) {
 		pthread_mutex_lock(&rp->mu);
 		set_state(rp, REPLICA_DOWN, -1, "a connection to it broke");
-		rp->next_check_ns = mono_ns() + CHECK_EVERY_NS;
+		rp->next_check_ns = clock_ns(CLOCK_MONOTONIC) + CHECK_EVERY_NS;
 		pthread_mutex_unlock(&rp->mu);
 	}
 	pool_give(rp->pool, c);

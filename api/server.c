@@ -19,6 +19,7 @@
 #include "api/reply.h"
 #include "api/request.h"
 #include "api/routes.h"
+#include "common/clock.h"
 #include "common/ids.h"
 #include "common/log.h"
 
@@ -84,13 +85,6 @@ struct server {
 	unsigned nlane;
 	char *tls_cert, *tls_key; /* PEM text, when serving HTTPS */
 };
-
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 struct pool *server_pool(struct server *s)
 {
@@ -337,7 +331,7 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 			return; /* not watched: the idle timeout still applies */
 		}
 		w->fd = ci->connect_fd;
-		w->since_ns = mono_ns();
+		w->since_ns = clock_ns(CLOCK_MONOTONIC);
 		addr_key(mc, w->addr);
 		pthread_mutex_lock(&s->watch_mu);
 		w->next = s->watched;
@@ -377,7 +371,7 @@ static void watch_mark(struct server *s, struct MHD_Connection *mc, bool answeri
 		return;
 	pthread_mutex_lock(&s->watch_mu);
 	w->answering = answering;
-	w->since_ns = mono_ns();
+	w->since_ns = clock_ns(CLOCK_MONOTONIC);
 	pthread_mutex_unlock(&s->watch_mu);
 	/* (from 0 it also restarts libmicrohttpd's clock: the answer's time counts from now) */
 	MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT,
@@ -398,7 +392,7 @@ static void *watchdog(void *arg)
 			until.tv_nsec -= 1000000000;
 		}
 		pthread_cond_timedwait(&s->watch_cv, &s->watch_mu, &until);
-		int64_t now = mono_ns();
+		int64_t now = clock_ns(CLOCK_MONOTONIC);
 		int ncut = 0;
 		for (struct watched *w = s->watched; w; w = w->next) {
 			if (w->answering || w->cut || now - w->since_ns <= limit)
@@ -454,7 +448,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
 		if (r == NULL)
 			return MHD_NO;
 		r->srv = cls;
-		r->start_ns = mono_ns();
+		r->start_ns = clock_ns(CLOCK_MONOTONIC);
 		r->route_index = -1;
 		r->mhd_conn = mc;
 		snprintf(r->method, sizeof r->method, "%s", method);
@@ -536,7 +530,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 		return;
 	req_release(r);
 	if (r->answered)
-		metrics_request(r->route_index, r->status, mono_ns() - r->start_ns);
+		metrics_request(r->route_index, r->status, clock_ns(CLOCK_MONOTONIC) - r->start_ns);
 	if (r->pending) /* made on the lane, never sent */
 		MHD_destroy_response(r->pending);
 	free(r->body);

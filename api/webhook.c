@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/db.h"
 #include "common/log.h"
 #include "common/netallow.h"
@@ -52,13 +53,6 @@ struct webhooks {
 	struct flight *fl[INFLIGHT_MAX]; /* each its own allocation: curl keeps pointers into it */
 	unsigned n;
 };
-
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /*
  * Opens the socket of a connection curl is about to make, to an address DNS
@@ -141,7 +135,8 @@ static void record(struct webhooks *w, struct flight *f, long status, const char
 {
 	char st[16], ms[24], delay[24], back[8], err[512];
 	snprintf(st, sizeof st, "%ld", status);
-	snprintf(ms, sizeof ms, "%lld", (long long)((mono_ns() - f->start_ns) / 1000000));
+	snprintf(ms, sizeof ms, "%lld",
+	         (long long)((clock_ns(CLOCK_MONOTONIC) - f->start_ns) / 1000000));
 	snprintf(delay, sizeof delay, "%lld", (long long)delay_us);
 	snprintf(back, sizeof back, "%d", step_back);
 	const char *p[] = {f->id, f->attempt, status ? st : NULL, error, ms, state,
@@ -267,7 +262,7 @@ static bool launch(struct webhooks *w, const PGresult *r, int i)
 	curl_easy_setopt(f->h, CURLOPT_ERRORBUFFER, f->error);
 	curl_easy_setopt(f->h, CURLOPT_OPENSOCKETFUNCTION, open_socket);
 	curl_easy_setopt(f->h, CURLOPT_OPENSOCKETDATA, f);
-	f->start_ns = mono_ns();
+	f->start_ns = clock_ns(CLOCK_MONOTONIC);
 	if (curl_multi_add_handle(w->multi, f->h) != CURLM_OK)
 		goto fail;
 	w->fl[w->n++] = f;
@@ -315,10 +310,10 @@ static void *worker(void *arg)
 	while (!atomic_load(&w->stop)) {
 		bool up = connect_db(w, &warned);
 		unsigned room = w->cfg.max_inflight - w->n;
-		if (up && room > 0 && (wanted || mono_ns() >= next_look)) {
+		if (up && room > 0 && (wanted || clock_ns(CLOCK_MONOTONIC) >= next_look)) {
 			int got = claim(w, room);
 			wanted = got == (int)room; /* more may be due */
-			next_look = mono_ns() + 1000000000;
+			next_look = clock_ns(CLOCK_MONOTONIC) + 1000000000;
 		}
 		int running = 0;
 		curl_multi_perform(w->multi, &running);

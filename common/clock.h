@@ -17,6 +17,14 @@ static inline int64_t clock_us(clockid_t id)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* The same in ns (CLOCK_MONOTONIC: the server's watchdog and deadlines). */
+static inline int64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* The wall clock (CLOCK_REALTIME) in µs since the Unix epoch: what samples,
  * stops and months are stamped and reckoned by. */
 static inline int64_t clock_now_us(void)

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/db.h"
 #include "common/log.h"
 #include "common/plans.h"
@@ -63,13 +64,6 @@ struct rollup {
 	int64_t retention_us, grace_us;
 };
 
-static int64_t mono_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec;
-}
-
 static void *worker(void *arg)
 {
 	struct rollup *w = arg;
@@ -86,11 +80,11 @@ static void *worker(void *arg)
 				log_warn("rollup: %s; retrying", err);
 			warned = c == NULL;
 		}
-		if (c && mono_s() >= next_upkeep) {
-			next_upkeep = mono_s() + 3600;
+		if (c && clock_us(CLOCK_MONOTONIC) / 1000000 >= next_upkeep) {
+			next_upkeep = clock_us(CLOCK_MONOTONIC) / 1000000 + 3600;
 			if (!rollup_upkeep(c, w->retention_us, w->grace_us, err, sizeof err)) {
 				log_warn("%s; tried again in a minute", err);
-				next_upkeep = mono_s() + 60;
+				next_upkeep = clock_us(CLOCK_MONOTONIC) / 1000000 + 60;
 			}
 		}
 		if (c) {
