@@ -8,7 +8,7 @@
 # private cluster (started and stopped again when it was not running), in a
 # database of its own that it drops at the end. Prints a Markdown table:
 # requests/s and latency percentiles (p50, p99) of meter-api and of pgbench,
-# then the same as "RESULT name=value ..." lines for bench/run.sh.
+# then the same as "RESULT name=value ..." lines for bench/table.sh.
 # Never a test: figures only.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -135,7 +135,7 @@ echo "meter-api under wrk beside pgbench running the same SQL ($(date -u +%Y-%m-
 echo
 echo "| request | connections | meter-api req/s | p50 ms | p99 ms | pgbench same SQL tps | p50 ms | p99 ms | ratio |"
 echo "|---|---|---|---|---|---|---|---|---|"
-# RESULT lines for bench/run.sh, printed after the table:
+# RESULT lines for bench/table.sh, printed after the table:
 # api_NAME_cN_{rps,p50_ms,p99_ms} and pg_NAME_cN_{tps,p50_ms,p99_ms}
 results=
 result() { results+="RESULT $*"$'\n'; }

@@ -17,7 +17,7 @@
  * Never a test: it prints figures and exits 0 unless it could not run. After
  * the table, "RESULT collector_TAG_us=... collector_TAG_rss_mib=..." lines
  * (TAG fake_meter, fake_naive, copy_meter, real_meter, real_naive) for
- * bench/run.sh.
+ * bench/table.sh.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -182,7 +182,7 @@ static struct result run(const struct job *j)
 }
 
 /* One row of the table, and a RESULT line (collector_TAG_us, collector_TAG_rss_mib) for
- * bench/run.sh. */
+ * bench/table.sh. */
 static void row(const char *tree, size_t n, const char *reader, const char *tag, struct result r)
 {
 	if (!r.ok) {

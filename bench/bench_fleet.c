@@ -42,7 +42,7 @@
  * (the private cluster's is).
  *
  * Every figure is also printed as a "RESULT name=value ..." line for
- * bench/run.sh.
+ * bench/table.sh.
  *
  * Uses DATABASE_URL's server or the private cluster, in a database of its own
  * dropped at the end (--keep leaves it, for a look at it with psql; the next

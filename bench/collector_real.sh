@@ -14,7 +14,7 @@
 # (started and stopped again when it was not running), in a database of its
 # own that it drops at the end, with the cgroups. Prints a line of figures,
 # then "RESULT collector_bin_pct=... collector_bin_us=... collector_bin_rss_mib=..."
-# for bench/run.sh. Never a test: figures only.
+# for bench/table.sh. Never a test: figures only.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 n=${1:-1000}

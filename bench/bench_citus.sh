@@ -3,7 +3,7 @@
 # two workers, scripts/citus.sh) beside the single PostgreSQL node, on this
 # machine, in one run; then the fan-out of each hot statement on the cluster.
 #
-#   bash bench/citus.sh [--quick]
+#   bash bench/bench_citus.sh [--quick]
 #
 # Runs build/bench_fleet (its ingest through the collector's write path, psql
 # \copy of the same rows, the rollup of every sandbox by one worker) with the
@@ -29,7 +29,7 @@ case "${1:-}" in
 --quick) fleet_args=(--accounts 20 --sandboxes 3000 --repeat 1) ;;
 "") fleet_args=(--accounts 100 --sandboxes 10000 --repeat 3) ;;
 *)
-	echo "usage: bash bench/citus.sh [--quick]" >&2
+	echo "usage: bash bench/bench_citus.sh [--quick]" >&2
 	exit 2
 	;;
 esac
@@ -58,7 +58,7 @@ if [[ -z ${DATABASE_URL:-} ]]; then
 fi
 single_url=$DATABASE_URL
 citus destroy >/dev/null 2>&1 || true
-echo "citus.sh: starting the cluster (log: $logs/citus-up.log)" >&2
+echo "bench_citus: starting the cluster (log: $logs/citus-up.log)" >&2
 citus up >"$logs/citus-up.log" 2>&1 || {
 	tail -n 20 "$logs/citus-up.log" >&2
 	exit 1
@@ -68,7 +68,7 @@ citus_workers=$(citus workers)
 
 # fleet NAME URL WORKERS: bench_fleet on that database, its output in NAME.log
 fleet() {
-	echo "citus.sh: bench_fleet ${fleet_args[*]} on the $1 (log: $logs/$1.log)" >&2
+	echo "bench_citus: bench_fleet ${fleet_args[*]} on the $1 (log: $logs/$1.log)" >&2
 	DATABASE_URL=$2 METER_TEST_CITUS_WORKERS=$3 "$build/bench_fleet" "${fleet_args[@]}" \
 		>"$logs/$1.log" 2>&1 || {
 		tail -n 20 "$logs/$1.log" >&2
@@ -77,7 +77,7 @@ fleet() {
 }
 fleet single "$single_url" ""
 fleet cluster "$citus_url" "$citus_workers"
-echo "citus.sh: the hot statements' plans (log: $logs/plans.log)" >&2
+echo "bench_citus: the hot statements' plans (log: $logs/plans.log)" >&2
 DATABASE_URL=$citus_url METER_TEST_CITUS_WORKERS=$citus_workers \
 	"$build/tests/test_citus_plans" >"$logs/plans.log" 2>&1 || {
 	tail -n 20 "$logs/plans.log" >&2

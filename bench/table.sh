@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run: every benchmark of bench/, and one table of what they measured.
 #
-#   bash bench/run.sh [--quick | --full]
+#   bash bench/table.sh [--quick | --full]
 #
 # Builds (scripts/build.sh), starts the private PostgreSQL when DATABASE_URL is
 # not set and it is not running (and stops it again at the end), then runs in
@@ -35,7 +35,7 @@ case "${1:-}" in
 --full) quick=2 ;;
 "") ;;
 *)
-	echo "usage: bash bench/run.sh [--quick | --full]" >&2
+	echo "usage: bash bench/table.sh [--quick | --full]" >&2
 	exit 2
 	;;
 esac
@@ -84,10 +84,10 @@ ran=()
 run() {
 	local name=$1
 	shift
-	echo "run.sh: $name: $* (log: $logs/$name.log)" >&2
+	echo "table.sh: $name: $* (log: $logs/$name.log)" >&2
 	local t0=$SECONDS st=0
 	"$@" >"$logs/$name.log" 2>&1 || st=$?
-	echo "run.sh: $name: exit $st after $((SECONDS - t0)) s" >&2
+	echo "table.sh: $name: exit $st after $((SECONDS - t0)) s" >&2
 	if ((st != 0)); then
 		failed+=("$name (exit $st)")
 		tail -n 20 "$logs/$name.log" | sed "s/^/  $name: /" >&2
@@ -180,7 +180,7 @@ lagint=$(get lag_interval_s)
 [[ -n $lagint ]] || lagint=10
 
 echo "meter benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), host $(hostname), $(nproc) cores ($(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)), kernel $(uname -r)"
-echo "mode: $mode; command: bash bench/run.sh${1:+ $1}; logs: $logs"
+echo "mode: $mode; command: bash bench/table.sh${1:+ $1}; logs: $logs"
 echo
 row figure meter reference ratio goal met
 echo "|---|---|---|---|---|---|"
