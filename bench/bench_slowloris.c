@@ -202,7 +202,11 @@ int main(int argc, char **argv)
 			pf[i].events = POLLIN;
 			pf[i].revents = 0;
 		}
-		if (nl == 0 || poll(pf, (nfds_t)nl, 20) <= 0)
+		if (nl == 0) { /* no attack: wait, not spin (a core is half this machine) */
+			usleep(20000);
+			continue;
+		}
+		if (poll(pf, (nfds_t)nl, 20) <= 0)
 			continue;
 		for (int i = 0; i < nl; i++) {
 			if (l[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
