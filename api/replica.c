@@ -102,7 +102,8 @@ static void check(struct replica *rp, PGconn *c, const char *err)
 	char detail[256];
 	if (c == NULL) {
 		state = REPLICA_DOWN;
-		snprintf(detail, sizeof detail, "%s", err);
+		/* cut to the field (a connection error can be longer) */
+		snprintf(detail, sizeof detail, "%.*s", (int)sizeof detail - 1, err);
 	} else {
 		PGresult *r = PQexec(c, lag_sql);
 		if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {

@@ -1,14 +1,15 @@
 # cmake --install: the programs, the migrations, the systemd units, the man
 # pages and the example configuration, in the FHS places of GNUInstallDirs
 # (included by CMakeLists.txt after the programs). The Debian package
-# (cmake/package.cmake) is made of the same files.
+# (cmake/package.cmake) is made of the same files, and its changelog and
+# lintian overrides.
 #
 #   bin/                                meter, meter-api, meter-collector, meter-hook
 #   share/meter/migrations/             NNNN_name.sql, functions/NAME.sql, history.sums and
 #                                       citus/place.sql
 #   lib/systemd/system/                 meter-api.service, meter-collector.service
 #   share/man/man1, man8/               meter.1, meter-api.8, meter-collector.8, meter-hook.8
-#   share/doc/meter/                    README.md
+#   share/doc/meter/                    README.md, copyright (cmake/package.cmake)
 #   share/doc/meter/examples/           meter.env.example, meter-api.env.example, pgbouncer.ini
 #
 # The installed programs find the migrations from their own path

@@ -15,7 +15,7 @@ PACKAGES=(
 	chromium fonts-dejavu-core
 	clang libclang-rt-14-dev
 	procps util-linux e2fsprogs faketime wrk valgrind curl jq openssl systemd pgbouncer
-	dpkg-dev adduser man-db groff-base
+	dpkg-dev lintian adduser man-db groff-base
 )
 
 missing=()

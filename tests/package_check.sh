@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The Debian package, made and used as an operator would: cpack -G DEB builds
-# it from BUILD_DIR in a temporary folder, dpkg -i installs it on this
-# machine, and then: the system user "meter" exists, the installed units pass
+# it from BUILD_DIR in a temporary folder, lintian finds no error in it (any
+# E: line fails, with all lintian printed), dpkg -i installs it on this
+# machine, and then: the copyright names Apache-2.0 and changelog.Debian.gz
+# is of the package's version, the system user "meter" exists, the installed units pass
 # systemd-analyze verify, the installed /usr/bin/meter migrates a fresh
 # database and prices a sandbox from a folder outside the checkout with no
 # METER_MIGRATIONS_DIR (so it finds /usr/share/meter/migrations by itself),
@@ -18,9 +20,10 @@ build=$(cd "${1:?usage: package_check.sh BUILD_DIR}" && pwd)
 fail() { echo "package_check: $*" >&2; exit 1; }
 
 [[ $(id -u) -eq 0 ]] || fail "must run as root (it installs the package with dpkg -i)"
-for cmd in cpack dpkg dpkg-deb dpkg-shlibdeps systemd-analyze man psql getent adduser deluser; do
+for cmd in cpack dpkg dpkg-deb dpkg-shlibdeps dpkg-parsechangelog lintian systemd-analyze man psql getent \
+	adduser deluser; do
 	command -v "$cmd" >/dev/null ||
-		fail "$cmd is missing (scripts/deps.sh installs cmake, dpkg-dev, systemd, man-db, postgresql-client and adduser)"
+		fail "$cmd is missing (scripts/deps.sh installs cmake, dpkg-dev, lintian, systemd, man-db, postgresql-client and adduser)"
 done
 [[ -f $build/CPackConfig.cmake ]] || fail "$build/CPackConfig.cmake is missing: configure the build first"
 for p in meter meter-api meter-collector meter-hook; do
@@ -69,6 +72,24 @@ for lib in libc6 libpq5 libmicrohttpd12 libcjson1 libpcre2-8-0 libcurl4 libssl3 
 		fail "the package does not depend on $lib: Depends: $depends"
 done
 [[ $(dpkg-deb -f "$deb" Recommends) == *postgresql* ]] || fail "the package does not recommend postgresql"
+
+# ---- lintian ----
+# Any E: line fails, with all lintian said; what it says on purpose is
+# overridden in the package (deploy/debian/lintian-overrides). Warnings and
+# the rest are shown. Exit status 2 is "tags at --fail-on's level" (the E:
+# lines); anything else but 0 is lintian itself failing. Its note that it
+# runs as root is dropped.
+rc=0
+out=$(lintian --fail-on error "$deb" 2>&1) || rc=$?
+out=$(grep -v '^running with root privileges is not recommended!$' <<<"$out" || true)
+if grep -q '^E: ' <<<"$out" || [[ $rc -ne 0 ]]; then
+	fail "lintian $(basename "$deb") (status $rc):
+$out"
+fi
+if [[ -n $out ]]; then
+	sed 's/^/package_check: lintian: /' <<<"$out"
+fi
+echo "package_check: lintian finds no error in $(basename "$deb")"
 out=$(dpkg -i "$deb" 2>&1) || fail "dpkg -i failed: $out"
 dpkg-query -W -f='${Status}' meter | grep -q 'install ok installed' || fail "meter is not installed after dpkg -i"
 echo "package_check: installed $(basename "$deb")"
@@ -85,6 +106,14 @@ nmig=$(find "$here/migrations" -maxdepth 1 -name '[0-9][0-9][0-9][0-9]_*.sql' | 
 ninst=$(find /usr/share/meter/migrations -maxdepth 1 -name '[0-9][0-9][0-9][0-9]_*.sql' | wc -l)
 [[ $ninst -eq $nmig && $nmig -gt 0 ]] || fail "/usr/share/meter/migrations has $ninst migrations, the checkout $nmig"
 [[ -f /usr/share/meter/migrations/citus/place.sql ]] || fail "citus/place.sql is not installed"
+# The licence, and the package's changelog of the package's version.
+version=$(dpkg-deb -f "$deb" Version)
+grep -qx 'License: Apache-2.0' /usr/share/doc/meter/copyright ||
+	fail "/usr/share/doc/meter/copyright names no License: Apache-2.0"
+[[ -f /usr/share/doc/meter/changelog.Debian.gz ]] || fail "/usr/share/doc/meter/changelog.Debian.gz is not installed"
+clversion=$(zcat /usr/share/doc/meter/changelog.Debian.gz | dpkg-parsechangelog -l- -S Version) ||
+	fail "changelog.Debian.gz does not parse"
+[[ $clversion == "$version" ]] || fail "changelog.Debian.gz is of version $clversion, the package $version"
 # Nothing installed may name the source tree or the build folder.
 if grep -rlF -e "$here" -e "$build" /usr/lib/systemd/system/meter-*.service /usr/share/meter \
 	/usr/share/doc/meter >/dev/null 2>&1; then
