@@ -45,12 +45,17 @@ struct verb {
 	int (*run)(const struct opt_val *v);
 };
 
+static bool is_help(const char *arg)
+{
+	return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
+}
+
 /* Parses a verb's options; prints help and exits 0 for --help. */
 static bool verb_opts(const struct verb *vb, int argc, char **argv, struct opt_val *vals)
 {
 	char err[ERRLEN];
 	for (int i = 0; i < argc; i++)
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+		if (is_help(argv[i])) {
 			opts_help(stdout, vb->usage, vb->opts, vb->nopts);
 			exit(0);
 		}
@@ -862,6 +867,12 @@ int main(int argc, char **argv)
 		const struct verb *vb = &verbs[i];
 		if (strcmp(argv[1], vb->name) != 0)
 			continue;
+		/* "meter VERB --help": the verb's usage, whether it takes an action or not
+		 * ("meter VERB ACTION --help" is the action's, from verb_opts). */
+		if (argc >= 3 && is_help(argv[2])) {
+			opts_help(stdout, vb->usage, vb->opts, vb->nopts);
+			return 0;
+		}
 		int first = 2;
 		static const struct verb key_list_verb = {
 		        "key list",
@@ -911,20 +922,14 @@ int main(int argc, char **argv)
 		}
 		if (strcmp(vb->name, "session") == 0) {
 			const char *action = argc < 3 ? "" : argv[2];
-			if (strcmp(action, "--help") == 0 || strcmp(action, "-h") == 0) {
-				action = "list"; /* its usage, from verb_opts */
-				first = 2;
-			} else if (strcmp(action, "list") != 0 && strcmp(action, "revoke") != 0) {
+			if (strcmp(action, "list") != 0 && strcmp(action, "revoke") != 0) {
 				log_error("session: unknown action%s%s (expected: session list or "
 				          "session revoke)",
 				          argc < 3 ? "" : " ", action);
 				return EXIT_USAGE;
 			}
 			session_revoking = strcmp(action, "revoke") == 0;
-			if (first == 2 && strcmp(argv[2], "list") == 0)
-				first = 3;
-			else if (first == 2 && argc >= 3 && strcmp(argv[2], "revoke") == 0)
-				first = 3;
+			first = 3;
 		}
 		if (strcmp(vb->name, "parked") == 0 && argc >= 3 && argv[2][0] != '-') {
 			if (strcmp(argv[2], "retry") != 0) {

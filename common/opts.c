@@ -180,7 +180,7 @@ void opts_help(FILE *out, const char *usage, const struct opt_def *defs, size_t 
 		fprintf(out, "  %-26s %s", left, d->help);
 		if (d->required)
 			fprintf(out, " (required)");
-		if (d->def)
+		if (d->def && d->def[0]) /* an empty default is no default to show */
 			fprintf(out, " (default %s)", d->def);
 		if (d->env)
 			fprintf(out, " [env %s]", d->env);

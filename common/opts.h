@@ -25,7 +25,7 @@ struct opt_def {
 	enum opt_type type;
 	int scale;        /* OPT_DECIMAL: decimals kept (0 for integers) */
 	int64_t min, max; /* OPT_DECIMAL, OPT_DURATION: bounds of .num, inclusive */
-	const char *def;  /* default, as text; NULL for none */
+	const char *def;  /* default, as text; NULL for none ("": empty, not shown by --help) */
 	const char *env;  /* environment variable that sets it, or NULL */
 	bool required;
 	const char *help;
@@ -46,7 +46,8 @@ struct opt_val {
 bool opts_parse(const struct opt_def *defs, size_t n, int argc, char **argv, struct opt_val *vals,
                 char *err, size_t errlen);
 
-/* Prints "usage" then one line per option, generated from the table. */
+/* Prints "usage" then one line per option, generated from the table; "(default X)"
+ * only for an option whose default is not empty. */
 void opts_help(FILE *out, const char *usage, const struct opt_def *defs, size_t n);
 
 /*

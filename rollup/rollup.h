@@ -64,8 +64,8 @@ int rollup_pass(PGconn *c, char *err, size_t errlen);
  * of samples through three months ahead, then (retention_us > 0) drops the
  * raw partitions that ended at least retention_us ago, are rolled up and
  * whose month is invoiced as final (migrations/functions/meter_drop_sample_partitions.sql). Logs
- * what it made and dropped. False with err when the database failed; a lock not had at once is
- * tried next time.
+ * what it made and the partitions it dropped that held samples (empty ones go silently). False with
+ * err when the database failed; a lock not had at once is tried next time.
  */
 bool rollup_upkeep(PGconn *c, int64_t retention_us, int64_t grace_us, char *err, size_t errlen);
 

@@ -8,7 +8,10 @@
 -- advisory lock tried, not waited for); no rollup rates while the horizon
 -- moves (the rollups take 'meter_sample_horizon' shared, this exclusively). It
 -- locks samples before a partition, as every writer does, so a late sample's
--- insert and a drop never deadlock. Returns the partitions it dropped.
+-- insert and a drop never deadlock. Returns the partitions it dropped that
+-- held samples, for the upkeep to tell; an empty one (the months migration
+-- 0001 made before the first sample came, on a fresh database) goes without
+-- a word.
 CREATE OR REPLACE FUNCTION meter_drop_sample_partitions(keep interval)
 RETURNS text[] LANGUAGE plpgsql SECURITY DEFINER SET search_path = public SET timezone = 'UTC' AS $$
 DECLARE
@@ -86,8 +89,8 @@ BEGIN
 			-- now hold: they go (a sandbox still rated makes its own again), so
 			-- stopped sandboxes do not keep rows for ever.
 			DELETE FROM rollup_checkpoints WHERE upto <= p.hi;
+			dropped := dropped || p.relname::text;
 		END IF;
-		dropped := dropped || p.relname::text;
 	END LOOP;
 	RETURN dropped;
 END

@@ -252,6 +252,84 @@ static void prices_come_from_the_price_plans_table(void **state)
 	assert_non_null(strstr(res.out, "\"dearer\""));
 }
 
+/* Runs meter with args (NULL-terminated) and no database; fails unless it printed a usage
+ * naming want on stdout, nothing on stderr, and exited 0. */
+static void help_of(const char *const *args, const char *want)
+{
+	const char *argv[MAXARGS] = {METER_BIN};
+	char line[256] = "meter";
+	int n = 1;
+	for (; args[n - 1] && n < MAXARGS - 1; n++) {
+		argv[n] = args[n - 1];
+		snprintf(line + strlen(line), sizeof line - strlen(line), " %s", argv[n]);
+	}
+	argv[n] = NULL;
+	run_program(argv, NULL, &res);
+	if (res.status != 0 || res.err[0] != '\0' || strncmp(res.out, "usage: ", 7) != 0 ||
+	    strstr(res.out, want) == NULL)
+		fail_msg("\"%s\": status %d, stdout \"%s\", stderr \"%s\" (want a usage naming "
+		         "\"%s\")",
+		         line, res.status, res.out, res.err, want);
+}
+
+/*
+ * Every verb meter --help lists, and every action its usage names ("meter key
+ * list", "meter host bind"), answers --help and -h with its usage on stdout and
+ * status 0, without a database.
+ */
+static void every_verb_and_action_prints_its_usage_for_help(void **state)
+{
+	(void)state;
+	static char verbs[RUN_OUT_MAX];
+	const char *top[] = {METER_BIN, "--help", NULL};
+	run_program(top, NULL, &res);
+	assert_int_equal(res.status, 0);
+	char *list = strstr(res.out, "\nverbs:\n");
+	assert_non_null(list);
+	snprintf(verbs, sizeof verbs, "%s", list + 8);
+	int nverbs = 0, nactions = 0;
+	for (char *save = NULL, *l = strtok_r(verbs, "\n", &save); l && strncmp(l, "  ", 2) == 0;
+	     l = strtok_r(NULL, "\n", &save)) {
+		char verb[32], want[96], usage[1024];
+		assert_int_equal(sscanf(l, " %31s", verb), 1);
+		nverbs++;
+		snprintf(want, sizeof want, "usage: meter %s", verb);
+		for (int h = 0; h < 2; h++) {
+			const char *args[] = {verb, h ? "-h" : "--help", NULL};
+			help_of(args, want);
+		}
+		/* its actions: the words after "meter VERB " in its usage line */
+		snprintf(usage, sizeof usage, "%.*s", (int)strcspn(res.out, "\n"), res.out);
+		char seen[512] = " ", at[64];
+		snprintf(at, sizeof at, "meter %s ", verb);
+		for (const char *p = strstr(usage, at); p; p = strstr(p + 1, at)) {
+			char action[32], key[40];
+			size_t len = strspn(p + strlen(at), "abcdefghijklmnopqrstuvwxyz");
+			if (len == 0 || len >= sizeof action)
+				continue;
+			snprintf(action, sizeof action, "%.*s", (int)len, p + strlen(at));
+			snprintf(key, sizeof key, " %s ", action);
+			if (strstr(seen, key))
+				continue;
+			snprintf(seen + strlen(seen), sizeof seen - strlen(seen), "%s ", action);
+			nactions++;
+			snprintf(want, sizeof want, "meter %s %s", verb, action);
+			for (int h = 0; h < 2; h++) {
+				const char *args[] = {verb, action, h ? "-h" : "--help", NULL};
+				help_of(args, want);
+			}
+		}
+	}
+	/* migrate, key, plan, rates, export, login-link, invoice, session, parked, host,
+	 * estimate; key create, list and revoke, plan list and add, session list and revoke,
+	 * parked retry, host list, bind and unbind */
+	assert_true(nverbs >= 11);
+	assert_true(nactions >= 11);
+	/* an action's arguments before --help do not hide it */
+	const char *revoke[] = {"key", "revoke", "7", "--help", NULL};
+	help_of(revoke, "meter key revoke ID");
+}
+
 static void no_database_is_one_clear_line_and_status_1(void **state)
 {
 	(void)state;
@@ -277,6 +355,7 @@ int main(void)
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(prices_come_from_the_price_plans_table, setup,
 	                                        teardown),
+	        cmocka_unit_test(every_verb_and_action_prints_its_usage_for_help),
 	        cmocka_unit_test(no_database_is_one_clear_line_and_status_1),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

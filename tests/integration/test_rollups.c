@@ -635,6 +635,92 @@ static void dropping_old_raw_partitions_never_changes_an_invoice(void **state)
 }
 
 /*
+ * A raw retention that September and October 2026 are past, whatever today is:
+ * a day short of the time since October ended.
+ */
+static void past_october(char *keep, size_t len)
+{
+	int64_t oct_end_us = 0;
+	assert_int_equal(meter_time_parse("2026-11-01T00:00:00Z", &oct_end_us), METER_OK);
+	snprintf(keep, len, "%lldd", (long long)((time(NULL) - oct_end_us / 1000000) / 86400 - 1));
+}
+
+/*
+ * What a meter-api with raw retention keep (f->api2) logged by the time its
+ * upkeep had dropped partition gone: the whole log of the process, read
+ * through a descriptor opened before api_stop, which waits for it (and its
+ * rollup worker) to end. The caller frees it.
+ */
+static char *upkeep_log(struct fx *f, const char *keep, const char *gone)
+{
+	char q[128], buf[16];
+	setenv("METER_RAW_RETENTION", keep, 1);
+	bool up = api_start(&f->api2, METER_API_BIN, f->db.api_url, "--log-level=info");
+	setenv("METER_RAW_RETENTION", "0", 1);
+	assert_true(up);
+	snprintf(q, sizeof q, "SELECT to_regclass('%s') IS NULL", gone);
+	for (int i = 0; i < 200 && strcmp(text(f, q, buf, sizeof buf), "t") != 0; i++)
+		usleep(50000);
+	FILE *lf = fopen(f->api2.log, "r");
+	assert_non_null(lf);
+	assert_int_equal(api_stop(&f->api2), 0);
+	size_t cap = 1 << 16, n = 0;
+	char *log = malloc(cap);
+	assert_non_null(log);
+	n = fread(log, 1, cap - 1, lf);
+	fclose(lf);
+	log[n] = '\0';
+	if (strcmp(buf, "t") != 0)
+		fail_msg("meter-api (raw retention %s) did not drop %s; its log:\n%s", keep, gone,
+		         log);
+	return log;
+}
+
+/*
+ * The partitions migration 0001 made for months before the first sample are
+ * dropped without a word: a fresh database's first upkeep past them logs no
+ * "dropped" line. A partition that held samples is still told of.
+ */
+static void only_partitions_that_held_samples_are_told_dropped(void **state)
+{
+	struct fx *f = *state;
+	char keep[32], buf[16];
+	past_october(keep, sizeof keep);
+	assert_string_equal(text(f,
+	                         "SELECT to_regclass('samples_202609') IS NOT NULL AND "
+	                         "to_regclass('samples_202610') IS NOT NULL",
+	                         buf, sizeof buf),
+	                    "t");
+	char *log = upkeep_log(f, keep, "samples_202610");
+	assert_string_equal(
+	        text(f, "SELECT to_regclass('samples_202609') IS NULL", buf, sizeof buf), "t");
+	if (strstr(log, "dropped"))
+		fail_msg("a fresh database's upkeep told of dropping empty partitions:\n%s", log);
+	free(log);
+
+	/* October again, with samples in it, rolled up and invoiced as final */
+	seed(f);
+	sql(f, "CREATE TABLE samples_202610 PARTITION OF samples "
+	       "FOR VALUES FROM ('2026-10-01T00:00:00Z') TO ('2026-11-01T00:00:00Z')");
+	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
+	       "VALUES ('oct', 'acme', 2, 4, '2026-10-05T10:00:00Z', '2026-10-05T11:00:00Z')");
+	const char *ts[] = {"2026-10-05T10:20:00Z", "2026-10-05T10:50:00Z"};
+	for (int i = 0; i < 2; i++) {
+		struct meter_sample s = {1, 0, S10(i + 1)};
+		meter_time_parse(ts[i], &s.t_us);
+		insert(f, "oct", &s);
+	}
+	wait_rollups(f);
+	assert_string_equal(text(f, "SELECT count(*) FROM samples_202610", buf, sizeof buf), "2");
+	free(invoice_body(f, "2026-10"));
+	log = upkeep_log(f, keep, "samples_202610");
+	if (strstr(log, "partitions: dropped samples_202610 (rolled up, invoiced as final, past "
+	                "the retention)") == NULL)
+		fail_msg("the upkeep did not tell of dropping October's samples:\n%s", log);
+	free(log);
+}
+
+/*
  * Samples in the default partition (a clock behind stamps them before the
  * first month) that a partition drop leaves below the horizon are seeded:
  * rating from the checkpoint and rating the whole history again give the
@@ -749,6 +835,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                a_sandbox_id_under_another_account_s_path_is_parked_not_billed, apifx_setup,
 	                apifx_teardown),
+	        cmocka_unit_test_setup_teardown(only_partitions_that_held_samples_are_told_dropped,
+	                                        apifx_setup, apifx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

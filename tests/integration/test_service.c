@@ -5,8 +5,9 @@
  * requests from tests/data/bad_requests.txt get problems and change nothing;
  * no request waits without bound, and one address holds only so many
  * connections; slow routes never hold a request thread; what clients and
- * browsers see is hardened; HTTPS is served with Secure cookies; and
- * PostgreSQL stopped and started under it.
+ * browsers see is hardened; HTTPS is served with Secure cookies;
+ * PostgreSQL stopped and started under it; and the logs of the meter-api
+ * processes a test program started go when it passes, stay when it fails.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <glob.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -710,6 +712,61 @@ static void postgres_stopped_and_started_under_the_api(void **state)
 	assert_int_equal(api_stop(&f->api), 0);
 }
 
+/*
+ * The logs of the meter-api processes a test program started
+ * (tests/support/http.h): none left in /tmp when the program passes, also of
+ * one it killed; kept, and named on its stderr, when it fails. A child
+ * process stands for the program: it starts two, kills one, stops the other
+ * and exits 0, then 1, as a cmocka main returns its failures.
+ */
+static void a_test_program_s_api_logs_go_after_a_pass_and_stay_after_a_failure(void **state)
+{
+	struct fx *f = *state;
+	for (int failed = 0; failed < 2; failed++) {
+		char errpath[] = "/tmp/meter-apilogs-XXXXXX", pattern[64], said[4096];
+		int fd = mkstemp(errpath);
+		assert_true(fd >= 0);
+		fflush(NULL);
+		pid_t kid = fork();
+		assert_true(kid >= 0);
+		if (kid == 0) {
+			dup2(fd, 2);
+			unsetenv("METER_TEST_KEEP_LOGS");
+			struct api_proc a = {0}, b = {0};
+			if (!api_start(&a, METER_API_BIN, f->db.api_url, "--no-rollup") ||
+			    !api_start(&b, METER_API_BIN, f->db.api_url, "--no-rollup"))
+				_exit(3);
+			kill(b.pid, SIGKILL); /* killed by the test, never through api_stop */
+			waitpid(b.pid, NULL, 0);
+			api_stop(&a);
+			exit(failed);
+		}
+		int st = 0;
+		waitpid(kid, &st, 0);
+		ssize_t n = pread(fd, said, sizeof said - 1, 0);
+		said[n > 0 ? n : 0] = '\0';
+		close(fd);
+		unlink(errpath);
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != failed)
+			fail_msg("the program's stand-in: status %d, stderr \"%s\"", st, said);
+		glob_t g = {0};
+		snprintf(pattern, sizeof pattern, "/tmp/meter-api-%d-*.log", (int)kid);
+		int found = glob(pattern, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
+		bool named = true;
+		for (int i = 0; i < found; i++) {
+			char line[160];
+			snprintf(line, sizeof line, "meter-api log kept: %s\n", g.gl_pathv[i]);
+			named = named && strstr(said, line) != NULL;
+			unlink(g.gl_pathv[i]);
+		}
+		globfree(&g);
+		if (found != (failed ? 2 : 0) || !named)
+			fail_msg("a program that %s left %d meter-api log(s) (want %d), its stderr "
+			         "\"%s\"",
+			         failed ? "failed" : "passed", found, failed ? 2 : 0, said);
+	}
+}
+
 int main(void)
 {
 	if (getenv("METER_TEST_ONLY"))
@@ -733,6 +790,9 @@ int main(void)
 	                                        apifx_teardown),
 	        cmocka_unit_test_setup_teardown(postgres_stopped_and_started_under_the_api,
 	                                        apifx_setup, apifx_teardown),
+	        cmocka_unit_test_setup_teardown(
+	                a_test_program_s_api_logs_go_after_a_pass_and_stay_after_a_failure,
+	                apifx_setup, apifx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

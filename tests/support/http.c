@@ -181,21 +181,27 @@ bool api_start(struct api_proc *a, const char *bin, const char *url, const char 
 }
 
 /*
- * At the test's exit, the logs of every meter-api it started that api_stop
- * did not remove (a process killed by hand and started again in the same
- * struct, a test that failed between the two): a run leaves nothing in /tmp.
+ * At the test program's exit, the logs of every meter-api it started, stopped
+ * or killed (a test that killed its process by hand, a test that failed
+ * before api_stop): removed when the program passed (exit status 0), so a run
+ * leaves nothing in /tmp; kept when it failed, each named on stderr, to read.
+ * METER_TEST_KEEP_LOGS keeps (and names) them after a pass too. A program
+ * killed by a signal runs no handler: its logs stay, unnamed.
  */
-static void remove_logs(void)
+static void logs_at_exit(int status, void *arg)
 {
+	(void)arg;
 	char pattern[64];
 	glob_t g;
-	if (getenv("METER_TEST_KEEP_LOGS")) /* to read after a failure */
-		return;
+	bool keep = status != 0 || getenv("METER_TEST_KEEP_LOGS");
 	snprintf(pattern, sizeof pattern, "/tmp/meter-api-%d-*.log", (int)getpid());
 	if (glob(pattern, 0, NULL, &g) != 0)
 		return;
 	for (size_t i = 0; i < g.gl_pathc; i++)
-		unlink(g.gl_pathv[i]);
+		if (keep)
+			fprintf(stderr, "meter-api log kept: %s\n", g.gl_pathv[i]);
+		else
+			unlink(g.gl_pathv[i]);
 	globfree(&g);
 }
 
@@ -204,8 +210,9 @@ bool api_start_args(struct api_proc *a, const char *bin, const char *url, const 
 	static int attempt;
 	static bool registered;
 	if (!registered)
-		registered = atexit(remove_logs) == 0;
-	for (int tries = 0; tries < 20; tries++) {
+		registered = on_exit(logs_at_exit, NULL) == 0;
+	enum { TRIES = 20 };
+	for (int tries = 0; tries < TRIES; tries++) {
 		a->port = 20000 + (getpid() * 7 + attempt++ * 131) % 30000;
 		snprintf(a->log, sizeof a->log, "/tmp/meter-api-%d-%d.log", (int)getpid(), a->port);
 		char listen[32];
@@ -236,7 +243,10 @@ bool api_start_args(struct api_proc *a, const char *bin, const char *url, const 
 		}
 		kill(a->pid, SIGKILL);
 		waitpid(a->pid, NULL, 0);
-		unlink(a->log); /* this attempt's log: the next one has its own */
+		/* this attempt's log: the next one has its own; the last one's says why
+		 * none answered, for logs_at_exit */
+		if (tries + 1 < TRIES)
+			unlink(a->log);
 	}
 	a->pid = 0;
 	return false;
@@ -249,8 +259,6 @@ int api_stop(struct api_proc *a)
 		return -1;
 	kill(a->pid, SIGTERM);
 	waitpid(a->pid, &st, 0);
-	a->pid = 0;
-	if (!getenv("METER_TEST_KEEP_LOGS"))
-		unlink(a->log);
+	a->pid = 0; /* its log stays until the program's exit: logs_at_exit */
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }

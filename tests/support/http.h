@@ -37,7 +37,12 @@ void http_free(struct http_res *res);
 /* The body as JSON (NULL when it is not); caller frees. */
 cJSON *http_json(const struct http_res *res);
 
-/* A meter-api for a test: started on a free port, stopped by api_stop. */
+/*
+ * A meter-api for a test: started on a free port, stopped by api_stop (or
+ * killed by the test). Its log, /tmp/meter-api-PID-PORT.log (PID the test
+ * program's), is removed at the program's exit when it passed, and kept and
+ * named on stderr when it failed (or METER_TEST_KEEP_LOGS is set).
+ */
 struct api_proc {
 	pid_t pid;
 	int port;

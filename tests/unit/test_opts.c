@@ -78,11 +78,39 @@ static void errors_name_the_option_and_the_reason(void **state)
 	}
 }
 
+/* --help: one line per option; "(default X)" only for an option that has one. */
+static void help_shows_a_default_only_when_there_is_one(void **state)
+{
+	(void)state;
+	static const struct opt_def help_defs[] = {
+	        {"interval", OPT_DURATION, 0, 1000, 3600000000, "10s", "TEST_OPTS_INTERVAL", false,
+	         "how often"},
+	        {"tls-cert", OPT_STRING, 0, 0, 0, "", "TEST_OPTS_CERT", false, "a certificate"},
+	        {"name", OPT_STRING, 0, 0, 0, NULL, NULL, true, "a name"},
+	};
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+	assert_non_null(out);
+	opts_help(out, "usage: test", help_defs, sizeof help_defs / sizeof help_defs[0]);
+	assert_int_equal(fclose(out), 0);
+	assert_string_equal(text,
+	                    "usage: test\n"
+	                    "\n"
+	                    "options:\n"
+	                    "  --interval DURATION        how often (default 10s) [env "
+	                    "TEST_OPTS_INTERVAL]\n"
+	                    "  --tls-cert TEXT            a certificate [env TEST_OPTS_CERT]\n"
+	                    "  --name TEXT                a name (required)\n");
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(values_defaults_and_environment),
 	        cmocka_unit_test(errors_name_the_option_and_the_reason),
+	        cmocka_unit_test(help_shows_a_default_only_when_there_is_one),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
