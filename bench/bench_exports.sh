@@ -28,6 +28,8 @@ api_pid=
 load=()
 cleanup() {
 	for p in "${load[@]}"; do kill "$p" 2>/dev/null || true; done
+	# and the readers' curls, which outlive their loops (and hold a caller's pipe open)
+	[[ -n ${key:-} ]] && pkill -f -- "--limit-rate 13k -H Authorization: Bearer $key" || true
 	[[ -n $api_pid ]] && kill "$api_pid" 2>/dev/null && wait "$api_pid" 2>/dev/null || true
 	rm -rf "$work"
 	bench_pg_down "$db"
