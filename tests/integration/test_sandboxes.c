@@ -199,6 +199,20 @@ static void *register_one(void *arg)
 	return NULL;
 }
 
+/* Registers race-0 .. race-(n-1) at once, a thread each, and waits for every answer. */
+static void register_at_once(struct fx *f, struct reg *g, int n)
+{
+	pthread_t *t = calloc((size_t)n, sizeof *t);
+	assert_non_null(t);
+	for (int i = 0; i < n; i++) {
+		g[i] = (struct reg){.f = f, .i = i};
+		assert_int_equal(pthread_create(&t[i], NULL, register_one, &g[i]), 0);
+	}
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	free(t);
+}
+
 static void concurrent_registrations_admit_exactly_the_limit(void **state)
 {
 	struct fx *f = *state;
@@ -208,15 +222,10 @@ static void concurrent_registrations_admit_exactly_the_limit(void **state)
 	/* On a Citus cluster on this machine's two cores the 150 queue behind one
 	 * account row for tens of seconds: they wait for their answer. */
 	http_wait_s = 150;
-	pthread_t t[N];
 	struct reg g[N];
-	for (int i = 0; i < N; i++) {
-		g[i] = (struct reg){.f = f, .i = i};
-		assert_int_equal(pthread_create(&t[i], NULL, register_one, &g[i]), 0);
-	}
+	register_at_once(f, g, N);
 	int ok = 0, refused = 0;
 	for (int i = 0; i < N; i++) {
-		pthread_join(t[i], NULL);
 		ok += g[i].status == 201;
 		refused += g[i].status == 409;
 		if (g[i].status != 201 && g[i].status != 409)
@@ -295,15 +304,10 @@ static void registrations_behind_busy_threads_are_answered_not_timed_out(void **
 	const char *args[] = {"--no-rollup", "--idle-timeout=2", "--request-timeout=2", NULL};
 	assert_true(api_start_args(&f->api, METER_API_BIN, f->db.api_url, args));
 	http_wait_s = 60;
-	pthread_t t[N];
 	struct reg g[N];
-	for (int i = 0; i < N; i++) {
-		g[i] = (struct reg){.f = f, .i = i};
-		assert_int_equal(pthread_create(&t[i], NULL, register_one, &g[i]), 0);
-	}
+	register_at_once(f, g, N);
 	int ok = 0;
 	for (int i = 0; i < N; i++) {
-		pthread_join(t[i], NULL);
 		ok += g[i].status == 201;
 		if (g[i].status != 201)
 			printf("race-%d: %d %s\n", i, g[i].status, g[i].body);
