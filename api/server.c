@@ -33,7 +33,11 @@
  * request). Once a request is whole, the time its answer takes
  * (the database, a slow reader) is the idle timeout's business: the
  * connection has libmicrohttpd's timeout (--idle-timeout) only while it is
- * being answered, and none while the watchdog keeps it. libmicrohttpd counts
+ * being answered, and none while the watchdog keeps it (the daemon's timeout
+ * is 0, so the connections waiting for a request stay on libmicrohttpd's
+ * sorted list, which it does not walk; only those being answered are on
+ * the list it walks at every pass). Without a watchdog, libmicrohttpd's
+ * timeout applies throughout, as the only bound. libmicrohttpd counts
  * a connection's time from its last read or write, also while the thread
  * that serves it is busy answering another (a registration waiting on its
  * account's row): a request that came whole meanwhile was closed unanswered
@@ -343,8 +347,6 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 			shed(s, w);
 		pthread_mutex_unlock(&s->watch_mu);
 		*socket_context = w;
-		if (s->have_watchdog) /* it keeps the connection until a request is whole */
-			MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
 	} else if (w != NULL) {
 		pthread_mutex_lock(&s->watch_mu);
 		if (w->prev)
@@ -374,8 +376,9 @@ static void watch_mark(struct server *s, struct MHD_Connection *mc, bool answeri
 	w->since_ns = clock_ns(CLOCK_MONOTONIC);
 	pthread_mutex_unlock(&s->watch_mu);
 	/* (from 0 it also restarts libmicrohttpd's clock: the answer's time counts from now) */
-	MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT,
-	                          answering ? s->cfg.timeout_s : 0u);
+	if (s->have_watchdog)
+		MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT,
+		                          answering ? s->cfg.timeout_s : 0u);
 }
 
 static void *watchdog(void *arg)
@@ -675,9 +678,10 @@ struct server *server_start(const struct server_config *cfg, char *err, size_t e
 	        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads, MHD_OPTION_CONNECTION_LIMIT,
 	        (unsigned)cfg->conn_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
 	        (unsigned)cfg->conn_limit_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
-	        (unsigned)cfg->timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-	        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-	        NULL, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
+	        s->have_watchdog ? 0u : (unsigned)cfg->timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
+	        on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+	        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_ARRAY, tls_opts,
+	        MHD_OPTION_END);
 	if (s->daemon == NULL) {
 		snprintf(err, errlen, "could not listen on %s (%s)", cfg->listen,
 		         tls ? "in use, not allowed, or the certificate and key do not make a pair?"
@@ -705,8 +709,9 @@ void server_stop(struct server *s)
 {
 	if (s == NULL)
 		return;
-	watchdog_stop(s);
-	/* The lane runs what waits and resumes each before the daemon may stop. */
+	/* The lane runs what waits and resumes each before the daemon may stop; the
+	 * watchdog still cuts slow senders meanwhile, and stops before the daemon
+	 * closes their sockets. */
 	pthread_mutex_lock(&s->lane_mu);
 	s->lane_stopping = true;
 	pthread_cond_broadcast(&s->lane_cv);
@@ -714,6 +719,7 @@ void server_stop(struct server *s)
 	for (unsigned i = 0; i < s->nlane; i++)
 		pthread_join(s->lane[i], NULL);
 	free(s->lane);
+	watchdog_stop(s);
 	MHD_stop_daemon(s->daemon);
 	server_free(s);
 }

@@ -280,7 +280,6 @@ static void concurrent_registrations_admit_exactly_the_limit(void **state)
 	assert_int_equal(late.status, 200);
 }
 
-/* Notifications on meter_limits that came to f->db.conn within ms, by limit name. */
 /*
  * Registrations queued behind busy threads are answered, not timed out: 40 at
  * once, each made slow in the database (0.2 s, as on a cluster where they
@@ -317,6 +316,7 @@ static void registrations_behind_busy_threads_are_answered_not_timed_out(void **
 	assert_int_equal(num(f, "SELECT count(*) FROM sandboxes WHERE id LIKE 'race-%'"), N);
 }
 
+/* Notifications on meter_limits that came to f->db.conn within ms, by limit name. */
 static void drain_notices(struct fx *f, int ms, int *trial, int *cap, int *conc)
 {
 	for (int waited = 0; waited <= ms; waited += 50) {

@@ -997,10 +997,18 @@ static void expensive_reads_wait_on_their_lane_not_the_quota_checks(void **state
  * they hang. A streamed export held its connection to its last byte: the
  * seventh reader on was answered 503, and so was the export after them.
  */
-static void slow_export_readers_hold_no_database_connection(void **state)
+/* Whether the server closed fd (it reads as the end of the stream). */
+static bool closed_by_server(int fd)
 {
-	struct fx *f = *state;
-	enum { READERS = 8 };
+	struct pollfd p = {fd, POLLIN, 0};
+	char c;
+	return poll(&p, 1, 0) == 1 && recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+/* mine gets 160,000 sandboxes of an hour this month (a usage export of about 7 MB);
+ * path gets that export's, month this month. */
+static void big_account(struct fx *f, char *path, size_t len, char month[8])
+{
 	sql(f, "INSERT INTO sandboxes (id, account_id, vcpus, memory_gib, started_at, stopped_at) "
 	       "SELECT 'big-' || i, 'mine', 2, 4, date_trunc('month', now()), "
 	       "date_trunc('month', now()) + interval '1 hour' FROM generate_series(1, 160000) i");
@@ -1009,10 +1017,63 @@ static void slow_export_readers_hold_no_database_connection(void **state)
 	       "SELECT 'mine', 'big-' || i, date_trunc('month', now()), 1, 1800000000, 1800000000, "
 	       "1800000000, 1800000000, 3600000000, 4000 * 3600000000::bigint "
 	       "FROM generate_series(1, 160000) i");
+	testdb_value(&f->db, "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM')", month, 8);
+	snprintf(path, len, "/v1/accounts/mine/exports/%s?format=usage", month);
+}
+
+/*
+ * Connections that wait on their client are closed in time: one kept alive
+ * after its answer, by the watchdog (--request-timeout 2), and one whose
+ * client reads nothing of a 7 MB answer, by the idle timeout (--idle-timeout
+ * 2), which holds only while an answer is under way. The reader, drained
+ * after 10 s, gets less than the whole export: what the kernel had taken
+ * before the connection was closed.
+ */
+static void kept_alive_and_unread_connections_are_closed_in_time(void **state)
+{
+	struct fx *f = *state;
+	api_stop(&f->api);
+	const char *args[] = {"--no-rollup", "--request-timeout=2", "--idle-timeout=2", NULL};
+	assert_true(api_start_args(&f->api, METER_API_BIN, f->db.api_url, args));
 	char month[8], path[96];
-	testdb_value(&f->db, "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM')", month,
-	             sizeof month);
-	snprintf(path, sizeof path, "/v1/accounts/mine/exports/%s?format=usage", month);
+	big_account(f, path, sizeof path, month);
+	int kept = raw(f);
+	static const char get[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+	assert_int_equal(send(kept, get, strlen(get), MSG_NOSIGNAL), (ssize_t)strlen(get));
+	assert_int_equal(answer_status(kept, 5000), 200);
+	int reader = request_sent_ex(f, path, f->mine, 4096);
+	assert_int_equal(answer_status(reader, 30000), 200);
+	sleep_ms(10000);
+	if (!closed_by_server(kept))
+		fail_msg("a kept-alive connection idle for 10 s is still open (--request-timeout "
+		         "2)");
+	close(kept);
+	long got = 0;
+	for (;;) {
+		char buf[65536];
+		struct pollfd q = {reader, POLLIN, 0};
+		if (poll(&q, 1, 2000) != 1)
+			fail_msg(
+			        "an answer unread for 10 s is still being sent (--idle-timeout 2)");
+		ssize_t n = recv(reader, buf, sizeof buf, 0);
+		if (n <= 0)
+			break;
+		got += n;
+	}
+	close(reader);
+	struct http_res e = call(f, "GET", path, f->mine, NULL);
+	assert_int_equal(e.status, 200);
+	if (got >= (long)e.len)
+		fail_msg("the unread answer was sent whole (%ld bytes) after 10 s", got);
+	http_free(&e);
+}
+
+static void slow_export_readers_hold_no_database_connection(void **state)
+{
+	struct fx *f = *state;
+	enum { READERS = 8 };
+	char month[8], path[96];
+	big_account(f, path, sizeof path, month);
 	int readers[READERS];
 	for (int i = 0; i < READERS; i++) {
 		readers[i] = request_sent_ex(f, path, f->mine, 4096);
@@ -1054,14 +1115,6 @@ static int loris_from(struct fx *f, int a)
 	static const char head[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-a: ";
 	send(fd, head, strlen(head), MSG_NOSIGNAL);
 	return fd;
-}
-
-/* Whether the server closed fd (it reads as the end of the stream). */
-static bool closed_by_server(int fd)
-{
-	struct pollfd p = {fd, POLLIN, 0};
-	char c;
-	return poll(&p, 1, 0) == 1 && recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
 }
 
 /*
@@ -1155,6 +1208,8 @@ int main(void)
 	                teardown),
 	        cmocka_unit_test_setup_teardown(
 	                expensive_reads_wait_on_their_lane_not_the_quota_checks, setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                kept_alive_and_unread_connections_are_closed_in_time, setup, teardown),
 	        cmocka_unit_test_setup_teardown(slow_export_readers_hold_no_database_connection,
 	                                        setup, teardown),
 	};
